@@ -1,0 +1,4 @@
+//! lease-core (work in progress)
+#![forbid(unsafe_code)]
+
+pub mod ownership;

@@ -1,0 +1,1 @@
+//! Ownership helpers (being written).
