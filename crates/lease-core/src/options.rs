@@ -1,0 +1,363 @@
+//! Options of one worker, and their validation into typed errors.
+//!
+//! Invalid options fail once, at construction ([`Options::validate`], which
+//! [`crate::Worker::new`] calls), never later on the network path.
+
+use std::time::Duration;
+
+/// How positions in a closed interval are counted (DESIGN section 3, rule 3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Positions are ranks in a sorted set whose order the server carries from
+    /// one interval to the next: retries, lost replies and jitter no longer
+    /// reshuffle the group, and a newcomer lands at the tail.
+    #[default]
+    Ranked,
+    /// The original `n-and-i` protocol: `INCR` of the interval key, the
+    /// position is the arrival index. Kept exact, as the compatible mode and
+    /// the baseline that every figure is compared with.
+    Arrival,
+}
+
+impl Mode {
+    /// The mode's name as used on command lines and in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Ranked => "ranked",
+            Mode::Arrival => "arrival",
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = OptionsError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "ranked" => Ok(Mode::Ranked),
+            "arrival" => Ok(Mode::Arrival),
+            other => Err(OptionsError::UnknownMode(other.to_owned())),
+        }
+    }
+}
+
+/// The longest accepted group name, in bytes.
+pub const MAX_NAME_LEN: usize = 200;
+/// The longest accepted key prefix, in bytes.
+pub const MAX_PREFIX_LEN: usize = 200;
+/// The longest accepted interval. Bounded so that every millisecond and
+/// microsecond computation on interval numbers stays far from overflow.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(24 * 60 * 60);
+/// The default gap, as a fraction of the interval.
+pub const DEFAULT_GAP: f64 = 0.15;
+
+/// What one worker needs to know about its group.
+///
+/// Build with [`Options::new`] and the `with_*` methods; validation happens in
+/// [`Options::validate`] (called by [`crate::Worker::new`]).
+///
+/// ```
+/// use std::time::Duration;
+/// use lease_core::{Mode, Options};
+///
+/// let options = Options::new("mail-sender", Duration::from_secs(5))
+///     .with_gap(0.2)
+///     .with_prefix("prod:")
+///     .with_mode(Mode::Ranked);
+/// assert!(options.validate().is_ok());
+/// assert!(Options::new("bad{name}", Duration::from_secs(5)).validate().is_err());
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// Group name, for example `mail-sender`. Non-empty, at most
+    /// [`MAX_NAME_LEN`] bytes, no `{` or `}` (it becomes the Redis Cluster hash
+    /// tag), no whitespace or control characters.
+    pub name: String,
+    /// Interval length `L`: a whole number of milliseconds, at least 1 ms and
+    /// at most [`MAX_INTERVAL`].
+    pub interval: Duration,
+    /// Gap fraction `g`, strictly between 0 and 0.5 (default 0.15).
+    pub gap: f64,
+    /// Prepended to every key, for namespacing (default empty). At most
+    /// [`MAX_PREFIX_LEN`] bytes, no control characters and no braces.
+    pub prefix: String,
+    /// Counting mode (default [`Mode::Ranked`]).
+    pub mode: Mode,
+}
+
+impl Options {
+    /// Options for group `name` with interval `interval` and every other
+    /// option at its default.
+    pub fn new(name: impl Into<String>, interval: Duration) -> Self {
+        Self {
+            name: name.into(),
+            interval,
+            gap: DEFAULT_GAP,
+            prefix: String::new(),
+            mode: Mode::default(),
+        }
+    }
+
+    /// Sets the gap fraction.
+    pub fn with_gap(mut self, gap: f64) -> Self {
+        self.gap = gap;
+        self
+    }
+
+    /// Sets the key prefix.
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Sets the counting mode.
+    pub fn with_mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Checks every option; the first problem found is returned.
+    pub fn validate(&self) -> Result<(), OptionsError> {
+        validate_name(&self.name)?;
+        validate_interval(self.interval)?;
+        validate_gap(self.gap)?;
+        validate_prefix(&self.prefix)?;
+        Ok(())
+    }
+}
+
+fn validate_name(name: &str) -> Result<(), OptionsError> {
+    if name.is_empty() {
+        return Err(OptionsError::EmptyName);
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err(OptionsError::NameTooLong {
+            len: name.len(),
+            max: MAX_NAME_LEN,
+        });
+    }
+    if let Some(c) = name.chars().find(|c| matches!(c, '{' | '}')) {
+        return Err(OptionsError::NameHasBrace(c));
+    }
+    if let Some(c) = name.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        return Err(OptionsError::NameHasSpaceOrControl(c));
+    }
+    Ok(())
+}
+
+fn validate_interval(interval: Duration) -> Result<(), OptionsError> {
+    if interval < Duration::from_millis(1) {
+        return Err(OptionsError::IntervalTooShort(interval));
+    }
+    if interval > MAX_INTERVAL {
+        return Err(OptionsError::IntervalTooLong(interval));
+    }
+    if interval.subsec_nanos() % 1_000_000 != 0 {
+        return Err(OptionsError::IntervalNotWholeMillis(interval));
+    }
+    Ok(())
+}
+
+fn validate_gap(gap: f64) -> Result<(), OptionsError> {
+    // `!(a < x && x < b)` also rejects NaN.
+    if !(0.0 < gap && gap < 0.5) {
+        return Err(OptionsError::GapOutOfRange(gap));
+    }
+    Ok(())
+}
+
+fn validate_prefix(prefix: &str) -> Result<(), OptionsError> {
+    if prefix.len() > MAX_PREFIX_LEN {
+        return Err(OptionsError::PrefixTooLong {
+            len: prefix.len(),
+            max: MAX_PREFIX_LEN,
+        });
+    }
+    if let Some(c) = prefix.chars().find(|c| c.is_control()) {
+        return Err(OptionsError::PrefixHasControl(c));
+    }
+    if let Some(c) = prefix.chars().find(|c| matches!(c, '{' | '}')) {
+        return Err(OptionsError::PrefixHasBrace(c));
+    }
+    Ok(())
+}
+
+/// Why a set of [`Options`] was rejected.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OptionsError {
+    /// The group name is empty.
+    #[error("the group name is empty; give a name such as \"mail-sender\"")]
+    EmptyName,
+    /// The group name is longer than allowed.
+    #[error("the group name is {len} bytes long; at most {max} bytes are allowed")]
+    NameTooLong {
+        /// Length of the name given, in bytes.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The group name contains a brace, which would change the cluster hash tag.
+    #[error(
+        "the group name contains {0:?}; braces are not allowed because the name is the Redis Cluster hash tag"
+    )]
+    NameHasBrace(char),
+    /// The group name contains whitespace or a control character.
+    #[error("the group name contains {0:?}; whitespace and control characters are not allowed")]
+    NameHasSpaceOrControl(char),
+    /// The interval is shorter than one millisecond.
+    #[error("the interval is {0:?}; it must be at least 1 ms")]
+    IntervalTooShort(Duration),
+    /// The interval is longer than [`MAX_INTERVAL`].
+    #[error("the interval is {0:?}; it must be at most 24 h")]
+    IntervalTooLong(Duration),
+    /// The interval is not a whole number of milliseconds.
+    #[error("the interval is {0:?}; it must be a whole number of milliseconds")]
+    IntervalNotWholeMillis(Duration),
+    /// The gap is not strictly between 0 and 0.5.
+    #[error("the gap is {0}; it must be strictly between 0 and 0.5 (default 0.15)")]
+    GapOutOfRange(f64),
+    /// The prefix is longer than allowed.
+    #[error("the key prefix is {len} bytes long; at most {max} bytes are allowed")]
+    PrefixTooLong {
+        /// Length of the prefix given, in bytes.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The prefix contains a control character.
+    #[error("the key prefix contains {0:?}; control characters are not allowed")]
+    PrefixHasControl(char),
+    /// The prefix contains a brace, which would change the cluster hash tag.
+    #[error(
+        "the key prefix contains {0:?}; braces are not allowed because they would change the Redis Cluster hash tag"
+    )]
+    PrefixHasBrace(char),
+    /// A counting mode name that is neither `ranked` nor `arrival`.
+    #[error("unknown counting mode {0:?}; use \"ranked\" or \"arrival\"")]
+    UnknownMode(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> Options {
+        Options::new("group", Duration::from_millis(300))
+    }
+
+    fn err(o: Options) -> OptionsError {
+        o.validate().expect_err("options should be rejected")
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let o = base();
+        assert_eq!(o.gap, DEFAULT_GAP);
+        assert_eq!(o.mode, Mode::Ranked);
+        assert_eq!(o.prefix, "");
+        assert_eq!(o.validate(), Ok(()));
+    }
+
+    #[test]
+    fn every_invalid_name_is_rejected() {
+        let mut o = base();
+        o.name = String::new();
+        assert_eq!(err(o.clone()), OptionsError::EmptyName);
+        o.name = "a".repeat(MAX_NAME_LEN + 1);
+        assert_eq!(
+            err(o.clone()),
+            OptionsError::NameTooLong {
+                len: MAX_NAME_LEN + 1,
+                max: MAX_NAME_LEN
+            }
+        );
+        o.name = "a".repeat(MAX_NAME_LEN);
+        assert_eq!(o.validate(), Ok(()));
+        o.name = "a{b".into();
+        assert_eq!(err(o.clone()), OptionsError::NameHasBrace('{'));
+        o.name = "a}b".into();
+        assert_eq!(err(o.clone()), OptionsError::NameHasBrace('}'));
+        o.name = "a b".into();
+        assert_eq!(err(o.clone()), OptionsError::NameHasSpaceOrControl(' '));
+        o.name = "a\tb".into();
+        assert_eq!(err(o.clone()), OptionsError::NameHasSpaceOrControl('\t'));
+        o.name = "a\u{7}b".into();
+        assert_eq!(err(o.clone()), OptionsError::NameHasSpaceOrControl('\u{7}'));
+        o.name = "a\u{a0}b".into();
+        assert_eq!(err(o), OptionsError::NameHasSpaceOrControl('\u{a0}'));
+    }
+
+    #[test]
+    fn every_invalid_interval_is_rejected() {
+        let mut o = base();
+        o.interval = Duration::ZERO;
+        assert_eq!(
+            err(o.clone()),
+            OptionsError::IntervalTooShort(Duration::ZERO)
+        );
+        o.interval = Duration::from_micros(999);
+        assert!(matches!(err(o.clone()), OptionsError::IntervalTooShort(_)));
+        o.interval = MAX_INTERVAL + Duration::from_millis(1);
+        assert!(matches!(err(o.clone()), OptionsError::IntervalTooLong(_)));
+        o.interval = Duration::MAX;
+        assert!(matches!(err(o.clone()), OptionsError::IntervalTooLong(_)));
+        o.interval = Duration::from_micros(1500);
+        assert!(matches!(
+            err(o.clone()),
+            OptionsError::IntervalNotWholeMillis(_)
+        ));
+        o.interval = MAX_INTERVAL;
+        assert_eq!(o.validate(), Ok(()));
+        o.interval = Duration::from_millis(1);
+        assert_eq!(o.validate(), Ok(()));
+    }
+
+    #[test]
+    fn every_invalid_gap_is_rejected() {
+        for gap in [0.0, -0.1, 0.5, 0.7, f64::NAN, f64::INFINITY, -0.0] {
+            let o = base().with_gap(gap);
+            assert!(
+                matches!(err(o), OptionsError::GapOutOfRange(_)),
+                "gap {gap} accepted"
+            );
+        }
+        for gap in [0.001, 0.15, 0.499] {
+            assert_eq!(base().with_gap(gap).validate(), Ok(()));
+        }
+    }
+
+    #[test]
+    fn every_invalid_prefix_is_rejected() {
+        let o = base().with_prefix("p".repeat(MAX_PREFIX_LEN + 1));
+        assert!(matches!(err(o), OptionsError::PrefixTooLong { .. }));
+        let o = base().with_prefix("a\nb");
+        assert_eq!(err(o), OptionsError::PrefixHasControl('\n'));
+        let o = base().with_prefix("a{");
+        assert_eq!(err(o), OptionsError::PrefixHasBrace('{'));
+        assert_eq!(base().with_prefix("svc:prod:").validate(), Ok(()));
+    }
+
+    #[test]
+    fn modes_parse_and_print() {
+        assert_eq!("ranked".parse::<Mode>(), Ok(Mode::Ranked));
+        assert_eq!("arrival".parse::<Mode>(), Ok(Mode::Arrival));
+        assert_eq!(
+            "fifo".parse::<Mode>(),
+            Err(OptionsError::UnknownMode("fifo".into()))
+        );
+        assert_eq!(Mode::Arrival.to_string(), "arrival");
+    }
+
+    #[test]
+    fn messages_say_what_is_allowed() {
+        let msg = OptionsError::GapOutOfRange(0.7).to_string();
+        assert!(msg.contains("strictly between 0 and 0.5"), "{msg}");
+    }
+}

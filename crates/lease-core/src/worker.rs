@@ -1,0 +1,845 @@
+//! The state machine of one worker (DESIGN section 3).
+//!
+//! Inputs are `handle_*(now, ..)`, outputs `poll_*()`. After every input, the
+//! driver drains [`Worker::poll_transmit`], then [`Worker::poll_event`], then
+//! asks [`Worker::poll_timeout`] when to call [`Worker::handle_timeout`]
+//! next. The worker never reads a clock and draws no random numbers: the
+//! same inputs always give the same outputs.
+
+use std::collections::VecDeque;
+use std::fmt::{Display, Write as _};
+use std::time::{Duration, Instant};
+
+use crate::clock::{RttEstimate, SkewCheck, SkewEstimate};
+use crate::diag;
+use crate::event::{Event, ReleaseReason, Released};
+use crate::lease::{Lease, LocalClock};
+use crate::options::{Mode, Options, OptionsError};
+use crate::ownership::Slot;
+use crate::reply::{Counted, Reply, ReplyError};
+use crate::script::{Script, write_key};
+
+/// Bound on the local clock's rate error against the server clock (rule 6).
+const RHO: f64 = 1e-3;
+/// How many requests (one live, the rest timed out but still acceptable in
+/// `Ranked` mode) are remembered at once.
+const MAX_PENDING: usize = 8;
+/// Interval number named by a newcomer's first request, which has no clock
+/// estimate yet: it never matches the server, so the script only reports its
+/// time (rule 2: the wrong-interval answer is the newcomer's clock probe).
+const PROBE_INTERVAL: u64 = 1;
+
+/// The random identity of one worker run in `Ranked` mode: 128 bits, new on
+/// every start. The state machine draws no randomness itself, so the driver
+/// passes the token in (for example `Token::new(rand::random())`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Token(u128);
+
+impl Token {
+    /// A token from 128 random bits.
+    pub const fn new(bits: u128) -> Self {
+        Self(bits)
+    }
+
+    /// The token's bits.
+    pub const fn bits(self) -> u128 {
+        self.0
+    }
+
+    /// A number in `[0, 1)` derived from the token: its place in the early
+    /// schedule's spread (rule 8), constant for the run.
+    fn spread_fraction(self) -> f64 {
+        ((self.0 >> 64) as u64) as f64 / 18_446_744_073_709_551_616.0
+    }
+}
+
+impl Display for Token {
+    /// 32 lowercase hex digits: fixed width, so the sorted set's tie-break by
+    /// member is the numeric order of tokens.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+/// Identifies one registration request, so its reply or failure can be fed
+/// back with [`Worker::handle_reply`] or [`Worker::handle_failure`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestId(u64);
+
+impl Display for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// A registration to send now: `EVALSHA script.sha1() 2 keys[0] keys[1] args..`
+/// (or `EVAL script.source() ..` after `NOSCRIPT`).
+#[derive(Debug)]
+pub struct Transmit<'a> {
+    /// Feed the outcome back under this id.
+    pub id: RequestId,
+    /// The script to run.
+    pub script: &'static Script,
+    /// `KEYS`: the interval the worker expects, and the one before it.
+    pub keys: [&'a str; 2],
+    /// `ARGV`.
+    pub args: &'a [String],
+    /// After this instant the reply is of no use: the driver may abandon the
+    /// request (and report it with [`Worker::handle_failure`] or not at all).
+    pub expires_at: Instant,
+}
+
+/// Options after validation, in the integer units the state machine uses.
+#[derive(Clone, Debug)]
+struct Config {
+    name: String,
+    prefix: String,
+    mode: Mode,
+    gap: f64,
+    interval: Duration,
+    interval_ms: u64,
+    /// `L` in microseconds.
+    l: i64,
+    /// `G = g * L` in microseconds.
+    g: i64,
+    /// Width of the early schedule's spread, `min(g, 0.1, (1 - 2g)/2) * L`.
+    spread: i64,
+    /// Key TTL: keys expire a few intervals after they close.
+    ttl_ms: u64,
+}
+
+impl Config {
+    fn new(o: &Options) -> Result<Self, OptionsError> {
+        o.validate()?;
+        let interval_ms = u64::try_from(o.interval.as_millis()).unwrap_or(u64::MAX);
+        let l = i64::try_from(interval_ms).unwrap_or(i64::MAX / 1000) * 1000;
+        let lf = l as f64;
+        Ok(Self {
+            name: o.name.clone(),
+            prefix: o.prefix.clone(),
+            mode: o.mode,
+            gap: o.gap,
+            interval: o.interval,
+            interval_ms,
+            l,
+            g: (o.gap * lf).round() as i64,
+            spread: (o.gap.min(0.1).min((1.0 - 2.0 * o.gap) / 2.0) * lf).round() as i64,
+            ttl_ms: interval_ms.saturating_mul(3),
+        })
+    }
+}
+
+/// One request in flight.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    id: RequestId,
+    /// Local time of the send: every lease deadline is anchored here (rule 6).
+    sent_at: i64,
+    /// The interval named in the keys.
+    interval: u64,
+    /// When to stop waiting and retry (adaptive, rule 9).
+    timeout_at: i64,
+    /// Timed out: a retry is under way, but in `Ranked` mode the reply is
+    /// still accepted (its deadline is anchored at its own send).
+    timed_out: bool,
+    /// After this the reply is dropped.
+    give_up_at: i64,
+}
+
+/// What earlier replies told the worker (rules 4 and 5). Expiry keeps it
+/// (rule 7); only a server-clock problem clears it.
+#[derive(Clone, Copy, Debug, Default)]
+struct Memory {
+    /// `Arrival`: the interval of the last counted reply and the index it
+    /// gave, to pair with that interval's final count one interval later.
+    held: Option<(u64, u32)>,
+    /// The pair implied at the last processed reply, and that reply's interval.
+    previous: Option<(u64, Option<Slot>)>,
+    /// The newest interval processed, and the local time its reply arrived.
+    newest: Option<(u64, i64)>,
+    /// The last pair any reply implied: the phase a returning worker sends.
+    last_slot: Option<Slot>,
+    /// `Arrival`: phase `(x + 0.5) / n` of the slot to fire in next.
+    arrival_phase: Option<f64>,
+}
+
+/// When to send next.
+#[derive(Clone, Copy, Debug, Default)]
+struct Schedule {
+    /// Local time of the next send, if one is due.
+    fire_at: Option<i64>,
+    /// The interval aimed at, once known.
+    target: Option<u64>,
+    /// Failures in a row, for backoff.
+    attempt: u32,
+    /// Wrong-interval answers in a row.
+    mismatches: u32,
+}
+
+/// One worker's view of its group: the whole protocol as a sans-IO state
+/// machine.
+///
+/// The driver loop (what every adapter is):
+///
+/// 1. Create the worker with [`Worker::new`].
+/// 2. Send every [`Worker::poll_transmit`] to Redis as `EVALSHA`, remembering
+///    its [`RequestId`].
+/// 3. Hand every [`Worker::poll_event`] to the application
+///    ([`Event::Pair`] values are the pair stream).
+/// 4. Wait until [`Worker::poll_timeout`] or until a reply arrives, whichever
+///    comes first.
+/// 5. Feed what happened: [`Worker::handle_reply`] with the reply's integers,
+///    [`Worker::handle_failure`] if the request failed, or
+///    [`Worker::handle_timeout`] if the deadline passed (spurious calls are
+///    harmless).
+/// 6. Go to 2, until [`Event::Stopped`] (after [`Worker::handle_cancel`]).
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use lease_core::{Event, Options, Token, Worker};
+///
+/// let t0 = Instant::now();
+/// let options = Options::new("mail-sender", Duration::from_millis(300));
+/// let mut worker = Worker::new(&options, Token::new(7), t0).unwrap();
+/// assert_eq!(worker.poll_event(), Some(Event::Pair(None))); // the opening idle
+///
+/// worker.handle_timeout(t0);
+/// let transmit = worker.poll_transmit().expect("a newcomer registers at once");
+/// let id = transmit.id;
+/// // ... EVALSHA transmit.script.sha1() with transmit.keys and transmit.args ...
+/// # let reply = [0, 10, 3, 1500];
+/// worker.handle_reply(t0 + Duration::from_millis(1), id, &reply).unwrap();
+/// assert!(worker.poll_timeout().is_some());
+/// ```
+#[derive(Debug)]
+pub struct Worker {
+    cfg: Config,
+    token: Token,
+    clock: LocalClock,
+    skew: SkewEstimate,
+    rtt: RttEstimate,
+    pending: Vec<Pending>,
+    memory: Memory,
+    lease: Option<Lease>,
+    /// Interval of the registration that last granted or renewed the lease.
+    lease_interval: u64,
+    schedule: Schedule,
+    /// A transmit is ready in `keys`/`args` and not yet polled.
+    ready: Option<(RequestId, i64)>,
+    keys: [String; 2],
+    args: Vec<String>,
+    events: VecDeque<Event>,
+    next_id: u64,
+    stopped: bool,
+}
+
+impl Worker {
+    /// A new worker that starts at `now`. Fails if the options are invalid.
+    ///
+    /// The first event is the idle pair; the first registration is due at once.
+    pub fn new(options: &Options, token: Token, now: Instant) -> Result<Self, OptionsError> {
+        let cfg = Config::new(options)?;
+        let args = match cfg.mode {
+            Mode::Arrival => 3,
+            Mode::Ranked => 5,
+        };
+        let mut events = VecDeque::with_capacity(4);
+        events.push_back(Event::Pair(None));
+        Ok(Self {
+            cfg,
+            token,
+            clock: LocalClock::new(now),
+            skew: SkewEstimate::default(),
+            rtt: RttEstimate::default(),
+            pending: Vec::with_capacity(MAX_PENDING),
+            memory: Memory::default(),
+            lease: None,
+            lease_interval: 0,
+            schedule: Schedule {
+                fire_at: Some(0),
+                ..Schedule::default()
+            },
+            ready: None,
+            keys: [String::with_capacity(64), String::with_capacity(64)],
+            args: vec![String::with_capacity(40); args],
+            events,
+            next_id: 0,
+            stopped: false,
+        })
+    }
+
+    // ----- getters -------------------------------------------------------
+
+    /// The group name.
+    pub fn name(&self) -> &str {
+        &self.cfg.name
+    }
+
+    /// The counting mode.
+    pub fn mode(&self) -> Mode {
+        self.cfg.mode
+    }
+
+    /// The interval length.
+    pub fn interval(&self) -> Duration {
+        self.cfg.interval
+    }
+
+    /// The gap fraction.
+    pub fn gap(&self) -> f64 {
+        self.cfg.gap
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        &self.cfg.prefix
+    }
+
+    /// This run's token.
+    pub fn token(&self) -> Token {
+        self.token
+    }
+
+    /// The lease in force at `now`, if any. This is the truth even if no
+    /// timer has fired (a stalled process): a lease past its deadline is not
+    /// returned.
+    pub fn lease_at(&self, now: Instant) -> Option<&Lease> {
+        self.lease.as_ref().filter(|l| l.is_valid_at(now))
+    }
+
+    /// Whether this worker holds slot 0, the group's exclusive leader, at `now`.
+    pub fn is_leader(&self, now: Instant) -> bool {
+        self.lease_at(now).is_some_and(Lease::is_leader)
+    }
+
+    /// Estimated server time at `now` in microseconds since the Unix epoch,
+    /// once a reply has been seen.
+    pub fn server_time_at(&self, now: Instant) -> Option<u64> {
+        let off = self.skew.offset()?;
+        u64::try_from(self.clock.micros(now).saturating_add(off)).ok()
+    }
+
+    /// Whether the worker has stopped (after [`Worker::handle_cancel`]).
+    pub fn is_stopped(&self) -> bool {
+        self.stopped
+    }
+
+    // ----- outputs -------------------------------------------------------
+
+    /// The registration to send now, if one is due. Drain after every input.
+    pub fn poll_transmit(&mut self) -> Option<Transmit<'_>> {
+        let (id, give_up_at) = self.ready.take()?;
+        Some(Transmit {
+            id,
+            script: Script::for_mode(self.cfg.mode),
+            keys: [&self.keys[0], &self.keys[1]],
+            args: &self.args,
+            expires_at: self.clock.instant(give_up_at),
+        })
+    }
+
+    /// The next event for the application. Drain after every input.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When [`Worker::handle_timeout`] must be called next, if ever.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.stopped {
+            return None;
+        }
+        let live = self.pending.iter().find(|p| !p.timed_out);
+        let fire = match (live, self.ready) {
+            (None, None) => self.schedule.fire_at,
+            _ => None,
+        };
+        [
+            fire,
+            live.map(|p| p.timeout_at),
+            self.lease.as_ref().map(Lease::deadline_micros),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .map(|us| self.clock.instant(us))
+    }
+
+    // ----- inputs --------------------------------------------------------
+
+    /// Time passed: applies expiry, request timeouts and the schedule.
+    /// Spurious or early calls are harmless.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let now = self.clock.micros(now);
+        self.expire(now);
+        if self.stopped {
+            return;
+        }
+        if let Some(i) = self
+            .pending
+            .iter()
+            .position(|p| !p.timed_out && p.timeout_at <= now)
+        {
+            match self.cfg.mode {
+                // The original abandons a timed-out request (A9).
+                Mode::Arrival => {
+                    self.pending.remove(i);
+                }
+                // Hedge: keep accepting its reply (rule 9).
+                Mode::Ranked => self.pending[i].timed_out = true,
+            }
+            self.on_failure(now, &"timed out");
+        }
+        self.pending.retain(|p| p.give_up_at > now);
+        self.maybe_send(now);
+    }
+
+    /// The script replied to request `id` with `values` (the reply array as
+    /// integers). A malformed or unexpected reply counts as a failed
+    /// registration and is returned as an error; it never grants anything.
+    /// Replies to unknown or abandoned requests are ignored.
+    pub fn handle_reply(
+        &mut self,
+        now: Instant,
+        id: RequestId,
+        values: &[i64],
+    ) -> Result<(), ReplyError> {
+        let reply = Reply::parse(self.cfg.mode, self.cfg.interval_ms, values);
+        self.handle_parsed(now, id, reply)
+    }
+
+    /// Like [`Worker::handle_reply`], for a reply the driver already parsed
+    /// (or could not turn into integers: pass the error).
+    pub fn handle_parsed(
+        &mut self,
+        now: Instant,
+        id: RequestId,
+        reply: Result<Reply, ReplyError>,
+    ) -> Result<(), ReplyError> {
+        let now = self.clock.micros(now);
+        self.expire(now);
+        if self.stopped {
+            return Ok(());
+        }
+        let Some(at) = self.pending.iter().position(|p| p.id == id) else {
+            return Ok(());
+        };
+        let req = self.pending.remove(at);
+        let checked = reply.and_then(|r| check_interval(&r, req.interval).map(|()| r));
+        let result = match checked {
+            Ok(reply) => {
+                self.process(now, &req, reply);
+                Ok(())
+            }
+            Err(e) => {
+                diag::reply_rejected(&self.cfg.name, &e);
+                if !req.timed_out {
+                    self.on_failure(now, &e);
+                }
+                Err(e)
+            }
+        };
+        self.maybe_send(now);
+        result
+    }
+
+    /// Request `id` failed (connection error, Redis error, or the driver gave
+    /// up on it). It is retried with a short backoff until the band ends;
+    /// failures never reach the application as errors.
+    pub fn handle_failure(&mut self, now: Instant, id: RequestId, error: &dyn Display) {
+        let now = self.clock.micros(now);
+        self.expire(now);
+        if self.stopped {
+            return;
+        }
+        if let Some(at) = self.pending.iter().position(|p| p.id == id) {
+            let req = self.pending.remove(at);
+            if !req.timed_out {
+                self.on_failure(now, error);
+            }
+        }
+        self.maybe_send(now);
+    }
+
+    /// Cancellation: if a lease is held, the idle pair is emitted once, then
+    /// [`Event::Stopped`]; nothing is sent after this. The worker stays
+    /// counted in the interval it last registered in, so its slot is unowned
+    /// for up to about one interval, exactly as if it had crashed.
+    pub fn handle_cancel(&mut self, now: Instant) {
+        if self.stopped {
+            return;
+        }
+        let now = self.clock.micros(now);
+        self.expire(now);
+        self.release(now, ReleaseReason::Cancelled);
+        self.stopped = true;
+        self.pending.clear();
+        self.ready = None;
+        self.schedule.fire_at = None;
+        self.events.push_back(Event::Stopped);
+        diag::discover_stopped(&self.cfg.name, diag::StopReason::Abort);
+    }
+
+    // ----- the rules -----------------------------------------------------
+
+    /// Rule 7, timers first: a lease past its deadline ends at its deadline,
+    /// whenever the worker notices. Memory is kept.
+    fn expire(&mut self, now: i64) {
+        let Some(deadline) = self.lease.as_ref().map(Lease::deadline_micros) else {
+            return;
+        };
+        if now >= deadline {
+            diag::lease_expired(
+                &self.cfg.name,
+                self.lease_interval,
+                micros_to_duration(now - deadline),
+            );
+            self.release(deadline, ReleaseReason::Expired);
+        }
+    }
+
+    fn release(&mut self, at: i64, reason: ReleaseReason) {
+        let Some(lease) = self.lease.take() else {
+            return;
+        };
+        let at = at.min(lease.deadline_micros());
+        lease.end_at(at);
+        diag::lease_released(&self.cfg.name, lease.slot());
+        self.events.push_back(Event::Released(Released {
+            slot: lease.slot(),
+            token: lease.token(),
+            at: self.clock.instant(at),
+            reason,
+        }));
+        self.events.push_back(Event::Pair(None));
+    }
+
+    fn grant(&mut self, slot: Slot, interval: u64, deadline: i64) {
+        let lease = Lease::new(slot, interval, self.clock, deadline);
+        diag::lease_granted(&self.cfg.name, slot);
+        self.events.push_back(Event::Pair(Some(lease.clone())));
+        self.lease = Some(lease);
+    }
+
+    fn process(&mut self, now: i64, req: &Pending, reply: Reply) {
+        self.rtt.observe(now - req.sent_at);
+        let server = i64::try_from(reply.server_time()).unwrap_or(i64::MAX);
+        let interval = reply.interval();
+        // Rule 10: a server clock that jumped is not to be trusted.
+        if let SkewCheck::Jumped { by } =
+            self.skew
+                .observe(req.sent_at, now, server, self.cfg.g, 8 * self.cfg.l)
+        {
+            self.stand_down_for_clock(now, by, interval);
+        }
+        if let Some((newest, received)) = self.memory.newest {
+            if interval < newest {
+                if req.sent_at >= received {
+                    // Sent after a newer interval was seen: the clock went back.
+                    self.stand_down_for_clock(now, 0, interval);
+                } else {
+                    // A late reply from an older interval: ignore (rule 9).
+                    return;
+                }
+            } else if interval == newest && self.cfg.mode == Mode::Ranked {
+                // The closed set of k-1 cannot have changed: nothing new.
+                return;
+            }
+        }
+        match reply {
+            Reply::WrongInterval { .. } => self.on_wrong_interval(now),
+            Reply::Counted(c) => self.on_counted(now, req, c, server),
+        }
+    }
+
+    fn stand_down_for_clock(&mut self, now: i64, by: i64, interval: u64) {
+        diag::server_clock_moved(&self.cfg.name, by, interval);
+        self.release(now, ReleaseReason::ServerClock);
+        self.memory = Memory::default();
+    }
+
+    /// Rule 2: the keys named the wrong interval, nothing was written. The
+    /// reply updated the clock estimate; aim again.
+    fn on_wrong_interval(&mut self, now: i64) {
+        self.schedule.mismatches += 1;
+        self.schedule.target = None;
+        self.schedule.fire_at = Some(if self.schedule.mismatches <= 2 {
+            now
+        } else {
+            // Repeated misses near a boundary: aim at the next band.
+            self.local_of(self.fire_server(self.server_interval(now) + 1))
+        });
+    }
+
+    fn on_counted(&mut self, now: i64, req: &Pending, c: Counted, server: i64) {
+        let k = c.interval;
+        self.schedule.mismatches = 0;
+        self.schedule.attempt = 0;
+        let implied = self.implied(&c);
+        let before = self
+            .memory
+            .previous
+            .filter(|(pk, _)| pk + 1 == k)
+            .and_then(|(_, s)| s);
+        let agreed = implied.is_some() && implied == before;
+        match implied {
+            None => diag::no_pair_implied(&self.cfg.name, before),
+            Some(slot) if agreed => diag::pair_agreed(&self.cfg.name, slot),
+            Some(_) => diag::pair_disagreed(&self.cfg.name, implied, before),
+        }
+
+        // Remember before scheduling: the Arrival slot depends on the new index.
+        if self.cfg.mode == Mode::Arrival
+            && let Some(x) = c.position
+        {
+            self.memory.held = Some((k, x));
+            let n = c.count.unwrap_or(0).max(x.saturating_add(1));
+            self.memory.arrival_phase = Some((f64::from(x) + 0.5) / f64::from(n));
+        }
+        let deadline = self.lease_deadline(req.sent_at, k, server);
+        match (implied, agreed) {
+            (Some(slot), true) if now < deadline => match &self.lease {
+                Some(l) if l.slot() == slot => {
+                    l.extend_to(deadline);
+                    self.lease_interval = k;
+                }
+                _ => {
+                    self.release(now, ReleaseReason::Disagreed);
+                    self.grant(slot, k, deadline);
+                    self.lease_interval = k;
+                }
+            },
+            // Agreed, but the reply came after its own deadline: grants
+            // nothing; memory is still updated below.
+            (Some(_), true) => {}
+            _ => self.release(now, ReleaseReason::Disagreed),
+        }
+        self.memory.previous = Some((k, implied));
+        self.memory.newest = Some((k, now));
+        if implied.is_some() {
+            self.memory.last_slot = implied;
+        }
+        // Replies to older hedged requests would say nothing new.
+        self.pending.retain(|p| p.interval > k);
+
+        let fire = self.local_of(self.fire_server(k + 1));
+        self.schedule.target = Some(k + 1);
+        self.schedule.fire_at = Some(fire);
+        let lease_left = self.lease.as_ref().map_or(0, |l| l.deadline_micros() - now);
+        diag::registration_completed(
+            &self.cfg.name,
+            k,
+            c.position,
+            c.count,
+            self.skew.offset().unwrap_or(0),
+        );
+        diag::next_registration_scheduled(
+            &self.cfg.name,
+            micros_to_duration(fire - now),
+            micros_to_duration(lease_left),
+        );
+    }
+
+    /// Rule 4: the pair implied by the closed interval `k-1`, if this worker
+    /// was counted there, the count is positive and the position below it.
+    fn implied(&self, c: &Counted) -> Option<Slot> {
+        let k = c.interval;
+        let count = c.count.filter(|&n| n > 0)?;
+        let position = match self.cfg.mode {
+            // The index this worker got in k-1, paired with k-1's final count.
+            Mode::Arrival => match self.memory.held {
+                Some((hk, x)) if hk + 1 == k => x,
+                _ => return None,
+            },
+            // The token's rank in the closed set of k-1.
+            Mode::Ranked => c.position?,
+        };
+        Slot::new(position, count)
+    }
+
+    /// Rule 6: the lease from a registration executed in `k` at server time
+    /// `server` ends by server time `D`, converted to local time from the
+    /// instant the request was *sent*, with a drift margin. A late reply or a
+    /// stall only shortens it.
+    fn lease_deadline(&self, sent_at: i64, k: u64, server: i64) -> i64 {
+        let end_of_next = (k as i64 + 2) * self.cfg.l;
+        let d = match self.cfg.mode {
+            Mode::Arrival => (self.fire_server(k + 1) + self.cfg.g).min(end_of_next),
+            Mode::Ranked => end_of_next,
+        };
+        let budget = ((d - server).max(0) as f64 * (1.0 - RHO)).floor() as i64;
+        // One microsecond for the resolution of TIME.
+        sent_at + budget - 1
+    }
+
+    /// Rule 8: server time of the registration aimed at interval `m`.
+    fn fire_server(&self, m: u64) -> i64 {
+        let base = m as i64 * self.cfg.l + self.cfg.g;
+        match self.cfg.mode {
+            // The original's slots: firing order is index order.
+            Mode::Arrival => {
+                let phase = self.memory.arrival_phase.unwrap_or(0.5);
+                base + (phase * (self.cfg.l - 2 * self.cfg.g) as f64) as i64
+            }
+            // Early, spread by token against a thundering herd.
+            Mode::Ranked => base + (self.token.spread_fraction() * self.cfg.spread as f64) as i64,
+        }
+    }
+
+    /// Server time at which retries for interval `m` stop (the band's end).
+    fn band_end_server(&self, m: u64) -> i64 {
+        (m as i64 + 1) * self.cfg.l - self.cfg.g
+    }
+
+    fn local_of(&self, server: i64) -> i64 {
+        server - self.skew.offset().unwrap_or(0)
+    }
+
+    fn server_interval(&self, now: i64) -> u64 {
+        let server = now + self.skew.offset().unwrap_or(0);
+        u64::try_from(server.max(0) / self.cfg.l).unwrap_or(0)
+    }
+
+    /// Rule 9: retry with a short backoff until the band ends, then aim at
+    /// the next interval.
+    fn on_failure(&mut self, now: i64, error: &dyn Display) {
+        self.schedule.attempt = self.schedule.attempt.saturating_add(1);
+        let attempt = self.schedule.attempt;
+        let exp = attempt.saturating_sub(1).min(16);
+        let backoff = (self.cfg.l / 50)
+            .saturating_mul(1 << exp)
+            .min(self.cfg.l / 4);
+        let mut fire = now + backoff.max(1);
+        if self.skew.offset().is_some() {
+            let m = self
+                .schedule
+                .target
+                .unwrap_or_else(|| self.server_interval(now));
+            let m = m.max(self.server_interval(now));
+            if fire + self.skew.offset().unwrap_or(0) > self.band_end_server(m) {
+                let next = self.server_interval(now).max(m) + 1;
+                self.schedule.target = Some(next);
+                self.schedule.attempt = 0;
+                fire = self.local_of(self.fire_server(next)).max(now);
+            }
+        }
+        self.schedule.fire_at = Some(fire);
+        diag::registration_failed(
+            &self.cfg.name,
+            error,
+            attempt,
+            micros_to_duration(fire - now),
+        );
+    }
+
+    fn maybe_send(&mut self, now: i64) {
+        if self.stopped || self.ready.is_some() || self.pending.iter().any(|p| !p.timed_out) {
+            return;
+        }
+        match self.schedule.fire_at {
+            Some(at) if at <= now => {}
+            _ => return,
+        }
+        if self.pending.len() >= MAX_PENDING {
+            self.pending.remove(0);
+        }
+        let interval = if self.skew.offset().is_some() {
+            self.server_interval(now)
+        } else {
+            PROBE_INTERVAL
+        };
+        let id = RequestId(self.next_id);
+        self.next_id += 1;
+        let (timeout_at, give_up_at) = self.request_timeout(now, interval);
+        self.write_request(interval);
+        self.pending.push(Pending {
+            id,
+            sent_at: now,
+            interval,
+            timeout_at,
+            timed_out: false,
+            give_up_at,
+        });
+        self.schedule.fire_at = None;
+        self.ready = Some((id, give_up_at));
+    }
+
+    /// Rule 9: `Ranked` times a request out on the adaptive estimate
+    /// `srtt + 4 rttvar` (then retries, still accepting the late reply);
+    /// `Arrival`, where a retry costs the group a reshuffle, waits until the
+    /// band ends.
+    fn request_timeout(&self, now: i64, interval: u64) -> (i64, i64) {
+        let floor = (self.cfg.l / 20).max(1000).min(self.cfg.l);
+        let band_left = if self.skew.offset().is_some() {
+            self.local_of(self.band_end_server(interval)) - now
+        } else {
+            self.cfg.l / 2
+        };
+        match self.cfg.mode {
+            Mode::Ranked => {
+                let rto = self.rtt.timeout(self.cfg.l / 2);
+                let t = rto.min(band_left).max(floor);
+                (now + t, now + 2 * self.cfg.l)
+            }
+            Mode::Arrival => {
+                let t = band_left.max(floor);
+                (now + t, now + t)
+            }
+        }
+    }
+
+    fn write_request(&mut self, k: u64) {
+        let c = &self.cfg;
+        write_key(&mut self.keys[0], &c.prefix, &c.name, k);
+        write_key(&mut self.keys[1], &c.prefix, &c.name, k.saturating_sub(1));
+        let mut set = |i: usize, v: &dyn Display| {
+            let s = &mut self.args[i];
+            s.clear();
+            let _ = write!(s, "{v}");
+        };
+        set(0, &c.interval_ms);
+        set(1, &c.ttl_ms);
+        set(2, &k);
+        if c.mode == Mode::Ranked {
+            set(3, &self.token);
+            // A returning worker sends its last known phase, a hair below the
+            // carried score of the same rank so a tie with a newcomer's carried
+            // score goes to the settled worker; a newcomer sends 2, after every
+            // carried score (which lie in (0, 1)).
+            let phase = match self.memory.last_slot {
+                Some(s) => (f64::from(s.i()) + 0.5) / f64::from(s.n()) - 1e-9,
+                None => 2.0,
+            };
+            set(4, &format_args!("{phase:.12}"));
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if !self.stopped {
+            diag::discover_stopped(&self.cfg.name, diag::StopReason::Closed);
+        }
+    }
+}
+
+/// A reply must be about the interval its keys named: a counted reply for
+/// another interval, or a wrong-interval reply naming the same one, is
+/// malformed.
+fn check_interval(reply: &Reply, expected: u64) -> Result<(), ReplyError> {
+    let ok = match reply {
+        Reply::Counted(c) => c.interval == expected,
+        Reply::WrongInterval { interval, .. } => *interval != expected,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(ReplyError::UnexpectedInterval {
+            expected,
+            got: reply.interval(),
+        })
+    }
+}
+
+fn micros_to_duration(us: i64) -> Duration {
+    Duration::from_micros(u64::try_from(us).unwrap_or(0))
+}
