@@ -117,6 +117,13 @@ impl Lease {
         self.cell.clock.micros(now) < self.cell.deadline.load(Ordering::Acquire)
     }
 
+    /// [`Lease::is_valid_at`] the current instant. The one convenience in
+    /// this crate that reads a clock (`Instant::now`), for holders that check
+    /// before each task; the state machine itself never calls it.
+    pub fn is_valid(&self) -> bool {
+        self.is_valid_at(Instant::now())
+    }
+
     pub(crate) fn deadline_micros(&self) -> i64 {
         self.cell.deadline.load(Ordering::Acquire)
     }
