@@ -158,7 +158,7 @@ fn validate_interval(interval: Duration) -> Result<(), OptionsError> {
     if interval > MAX_INTERVAL {
         return Err(OptionsError::IntervalTooLong(interval));
     }
-    if interval.subsec_nanos() % 1_000_000 != 0 {
+    if !interval.subsec_nanos().is_multiple_of(1_000_000) {
         return Err(OptionsError::IntervalNotWholeMillis(interval));
     }
     Ok(())

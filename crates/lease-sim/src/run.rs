@@ -1,0 +1,179 @@
+//! Randomized runs: a scenario of joins, leaves, crashes, stalls and faults
+//! drawn from a seed, played on a [`Sim`], then checked. This is what the
+//! command-line runner and the property tests execute.
+
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use lease_core::{Mode, Options, OptionsError};
+
+use crate::checker::Summary;
+use crate::history::Record;
+use crate::net::Network;
+use crate::world::{Action, Sim, SimConfig, Stats, WorkerId};
+
+/// Which faults a randomized run injects.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// Every fault under which exclusivity is claimed: latency up to and
+    /// beyond the gap, spikes, fast errors, lost requests and replies,
+    /// duplicated requests, server restarts, pauses longer than the gap, and
+    /// forward server-clock steps smaller than half the gap.
+    pub within_guarantee: bool,
+    /// Outside the guarantee: forward server-clock steps larger than the gap,
+    /// and backward steps.
+    pub clock_jumps: bool,
+    /// Outside the guarantee: failovers that lose acknowledged writes in two
+    /// consecutive intervals.
+    pub lost_writes: bool,
+}
+
+/// Parameters of one randomized run.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// Seed: the same seed replays the same run.
+    pub seed: u64,
+    /// Workers at the start (churn keeps the population between 1 and twice this).
+    pub workers: usize,
+    /// Length of the run in intervals.
+    pub intervals: u32,
+    /// Counting mode.
+    pub mode: Mode,
+    /// Interval length (virtual time).
+    pub interval: Duration,
+    /// Gap fraction.
+    pub gap: f64,
+    /// Faults to inject.
+    pub faults: Faults,
+    /// Whether workers join, leave, crash and stall during the run.
+    pub churn: bool,
+}
+
+impl RunConfig {
+    /// A run with churn and no faults, interval 1 s, gap 0.15, `Ranked`.
+    pub fn new(seed: u64, workers: usize, intervals: u32) -> Self {
+        Self {
+            seed,
+            workers,
+            intervals,
+            mode: Mode::Ranked,
+            interval: Duration::from_secs(1),
+            gap: lease_core::DEFAULT_GAP,
+            faults: Faults::default(),
+            churn: true,
+        }
+    }
+}
+
+/// What a randomized run produced.
+#[derive(Debug)]
+pub struct RunReport {
+    /// The checker's verdict.
+    pub summary: Summary,
+    /// Counters of the run.
+    pub stats: Stats,
+    /// The history, as written.
+    pub history: Vec<Record>,
+}
+
+/// Plays one randomized run.
+pub fn random_run(cfg: &RunConfig) -> Result<RunReport, OptionsError> {
+    let options = Options::new("sim", cfg.interval)
+        .with_gap(cfg.gap)
+        .with_mode(cfg.mode);
+    let mut sim = Sim::new(SimConfig::new(cfg.seed, options))?;
+    // The scenario has its own generator, so adding a fault kind does not
+    // perturb the network's draws and vice versa.
+    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x5ce_4a21_0000_0000);
+    let l = cfg.interval;
+    let g = l.mul_f64(cfg.gap);
+    let at = |m: u32, f: f64| l * m + l.mul_f64(f);
+
+    let mut alive: Vec<WorkerId> = Vec::new();
+    for _ in 0..cfg.workers.max(1) {
+        let t = l.mul_f64(rng.random::<f64>());
+        alive.push(sim.schedule_join(t));
+    }
+    let max = cfg.workers.max(1) * 2;
+    for m in 2..cfg.intervals {
+        if cfg.churn {
+            if alive.len() < max && rng.random_bool(0.06) {
+                alive.push(sim.schedule_join(at(m, rng.random())));
+            }
+            if alive.len() > 1 && rng.random_bool(0.04) {
+                let w = alive.swap_remove(rng.random_range(0..alive.len()));
+                sim.schedule(at(m, rng.random()), Action::Cancel(w));
+            }
+            if alive.len() > 1 && rng.random_bool(0.04) {
+                let w = alive.swap_remove(rng.random_range(0..alive.len()));
+                sim.schedule(at(m, rng.random()), Action::Crash(w));
+            }
+            if rng.random_bool(0.05) {
+                let w = alive[rng.random_range(0..alive.len())];
+                let len = [0.5, 1.0, 3.0, 10.0][rng.random_range(0..4)];
+                sim.schedule(at(m, rng.random()), Action::Stall(w, l.mul_f64(len)));
+            }
+        }
+        if cfg.faults.within_guarantee {
+            if m % 10 == 2 {
+                let net = random_network(&mut rng, l, g);
+                sim.schedule(at(m, 0.0), Action::SetNetwork(net));
+            }
+            if rng.random_bool(0.02) {
+                let down = l.mul_f64(rng.random_range(0.0..0.3));
+                sim.schedule(at(m, rng.random()), Action::Restart { down });
+            }
+            if rng.random_bool(0.02) {
+                let d = g.mul_f64(rng.random_range(1.0..3.0));
+                sim.schedule(at(m, rng.random()), Action::Pause(d));
+            }
+            if rng.random_bool(0.01) {
+                let step = (g.as_micros() as f64 * rng.random_range(0.0..0.5)) as i64;
+                sim.schedule(at(m, rng.random()), Action::ClockStep(step));
+            }
+        }
+        if cfg.faults.clock_jumps && rng.random_bool(0.02) {
+            let gu = g.as_micros() as f64;
+            let step = if rng.random_bool(0.5) {
+                (gu * rng.random_range(1.5..4.0)) as i64
+            } else {
+                -((gu * rng.random_range(0.5..4.0)) as i64)
+            };
+            sim.schedule(at(m, rng.random()), Action::ClockStep(step));
+        }
+        if cfg.faults.lost_writes && rng.random_bool(0.03) {
+            sim.schedule(at(m, rng.random()), Action::LoseWrites(0.5));
+        }
+    }
+    sim.run_until(l * cfg.intervals);
+    Ok(RunReport {
+        summary: sim.check(),
+        stats: sim.stats(),
+        history: sim.closed_history(),
+    })
+}
+
+/// One of the network regimes the guarantee covers, drawn at random.
+fn random_network(rng: &mut ChaCha8Rng, l: Duration, g: Duration) -> Network {
+    match rng.random_range(0..6) {
+        0 => Network::ideal(l),
+        // Round trip around half the gap.
+        1 => Network::round_trip(g / 2),
+        // Round trip beyond the gap.
+        2 => Network::round_trip(g.mul_f64(1.5)),
+        3 => Network::lossy(l),
+        4 => Network {
+            spike_probability: 0.05,
+            spike_max: l.mul_f64(0.6),
+            ..Network::ideal(l)
+        },
+        _ => Network {
+            duplicate: 0.05,
+            lost_reply: 0.02,
+            jitter: g / 2,
+            ..Network::ideal(l)
+        },
+    }
+}

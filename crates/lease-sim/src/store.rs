@@ -1,0 +1,325 @@
+//! A simulated Redis: the semantics of both registration scripts (`TIME`,
+//! key expiry, `INCR`/`GET`, sorted sets with `ZADD NX`, `ZRANK`, `ZCARD`)
+//! over an in-memory key space, with the server-side faults the protocol must
+//! survive (restart losing every key) and one it need not (lost writes).
+//!
+//! The store executes a [`lease_core::Transmit`]'s keys and arguments exactly
+//! as the Lua script would, and answers with the same integers.
+
+use std::collections::HashMap;
+
+use lease_core::Mode;
+
+/// One key's value.
+#[derive(Clone, Debug)]
+enum Value {
+    /// `Arrival`: an `INCR` counter.
+    Counter(i64),
+    /// `Ranked`: a sorted set of `(score, member)`, kept in Redis order
+    /// (by score, ties by member bytes).
+    Set(Vec<(f64, String)>),
+}
+
+#[derive(Clone, Debug)]
+struct Entry {
+    value: Value,
+    /// Server time (microseconds) at which the key expires.
+    expires_at: i64,
+}
+
+/// Why the store could not run a script.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The arguments are not what the scripts take.
+    #[error("ERR bad script arguments: {0}")]
+    BadArguments(&'static str),
+    /// A key holds the other mode's type.
+    #[error("WRONGTYPE Operation against a key holding the wrong kind of value")]
+    WrongType,
+}
+
+/// The simulated server's key space.
+#[derive(Clone, Debug, Default)]
+pub struct SimStore {
+    keys: HashMap<String, Entry>,
+    executed: u64,
+}
+
+impl SimStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Scripts executed so far.
+    pub fn executed(&self) -> u64 {
+        self.executed
+    }
+
+    /// Number of keys currently present (expired keys included until touched).
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether the key space is empty.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// A restart without persistence: every key is gone.
+    pub fn flush(&mut self) {
+        self.keys.clear();
+    }
+
+    /// Runs the registration script of `mode` at server time `now_us`
+    /// (microseconds since the Unix epoch) with `keys` and `args` as a
+    /// [`lease_core::Transmit`] carries them; returns the script's reply.
+    pub fn execute(
+        &mut self,
+        mode: Mode,
+        now_us: i64,
+        keys: [&str; 2],
+        args: &[String],
+    ) -> Result<Vec<i64>, StoreError> {
+        self.executed += 1;
+        let arg = |i: usize, what: &'static str| -> Result<i64, StoreError> {
+            args.get(i)
+                .and_then(|a| a.parse::<i64>().ok())
+                .ok_or(StoreError::BadArguments(what))
+        };
+        let interval_ms = arg(0, "interval")?;
+        let ttl_ms = arg(1, "ttl")?;
+        let expected = arg(2, "expected interval")?;
+        if interval_ms <= 0 {
+            return Err(StoreError::BadArguments("interval"));
+        }
+        let sec = now_us.div_euclid(1_000_000);
+        let usec = now_us.rem_euclid(1_000_000);
+        let k = (sec * 1000 + usec / 1000).div_euclid(interval_ms);
+        if k != expected {
+            return Ok(vec![0, k, sec, usec]);
+        }
+        self.expire(keys[0], now_us);
+        self.expire(keys[1], now_us);
+        let ttl_us = ttl_ms.saturating_mul(1000);
+        match mode {
+            Mode::Arrival => {
+                let entry = self.keys.entry(keys[0].to_owned()).or_insert(Entry {
+                    value: Value::Counter(0),
+                    expires_at: 0,
+                });
+                let Value::Counter(x) = &mut entry.value else {
+                    return Err(StoreError::WrongType);
+                };
+                *x += 1;
+                let x = *x;
+                entry.expires_at = now_us + ttl_us;
+                let prev = match self.keys.get(keys[1]).map(|e| &e.value) {
+                    None => -1,
+                    Some(Value::Counter(c)) => *c,
+                    Some(Value::Set(_)) => return Err(StoreError::WrongType),
+                };
+                Ok(vec![1, k, sec, usec, x - 1, prev])
+            }
+            Mode::Ranked => {
+                let token = args.get(3).ok_or(StoreError::BadArguments("token"))?;
+                let phase: f64 = args
+                    .get(4)
+                    .and_then(|a| a.parse().ok())
+                    .ok_or(StoreError::BadArguments("phase"))?;
+                let (rank, size) = match self.keys.get(keys[1]).map(|e| &e.value) {
+                    None => (None, 0),
+                    Some(Value::Set(set)) => (set.iter().position(|(_, m)| m == token), set.len()),
+                    Some(Value::Counter(_)) => return Err(StoreError::WrongType),
+                };
+                // The server-side carry: a token present in k-1 keeps its
+                // place; only an absent one uses the phase it sent.
+                let score = match rank {
+                    Some(r) => (r as f64 + 0.5) / size as f64,
+                    None => phase,
+                };
+                let entry = self.keys.entry(keys[0].to_owned()).or_insert(Entry {
+                    value: Value::Set(Vec::new()),
+                    expires_at: 0,
+                });
+                let Value::Set(set) = &mut entry.value else {
+                    return Err(StoreError::WrongType);
+                };
+                // ZADD NX: a repeat of the same token changes nothing.
+                if !set.iter().any(|(_, m)| m == token) {
+                    let at = set
+                        .partition_point(|(s, m)| (*s, m.as_bytes()) < (score, token.as_bytes()));
+                    set.insert(at, (score, token.clone()));
+                }
+                entry.expires_at = now_us + ttl_us;
+                let rank = rank.map_or(-1, |r| r as i64);
+                Ok(vec![1, k, sec, usec, rank, size as i64])
+            }
+        }
+    }
+
+    fn expire(&mut self, key: &str, now_us: i64) {
+        if self.keys.get(key).is_some_and(|e| e.expires_at <= now_us) {
+            self.keys.remove(key);
+        }
+    }
+
+    /// A failover that lost acknowledged writes: each registration counted in
+    /// the keys `keys` is lost with probability `p` (the counter drops, or
+    /// the member disappears). Outside the guarantee when it hits two
+    /// consecutive intervals; the simulator uses it to show that limit.
+    pub fn lose_writes(&mut self, keys: &[String], mut lose: impl FnMut() -> bool) -> u64 {
+        let mut lost = 0;
+        for key in keys {
+            let Some(entry) = self.keys.get_mut(key) else {
+                continue;
+            };
+            match &mut entry.value {
+                Value::Counter(c) => {
+                    let before = *c;
+                    *c = (0..before).filter(|_| !lose()).count() as i64;
+                    lost += (before - *c) as u64;
+                }
+                Value::Set(set) => {
+                    let before = set.len();
+                    set.retain(|_| !lose());
+                    lost += (before - set.len()) as u64;
+                }
+            }
+        }
+        lost
+    }
+
+    /// The raw content of a key, for inspection in tests: a counter's value,
+    /// or a sorted set's members in order.
+    pub fn peek(&self, key: &str) -> Option<Peek> {
+        self.keys.get(key).map(|e| match &e.value {
+            Value::Counter(c) => Peek::Counter(*c),
+            Value::Set(s) => Peek::Members(s.iter().map(|(_, m)| m.clone()).collect()),
+        })
+    }
+}
+
+/// A key's content, as [`SimStore::peek`] shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Peek {
+    /// An `INCR` counter.
+    Counter(i64),
+    /// Sorted-set members in rank order.
+    Members(Vec<String>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const L: i64 = 300;
+
+    fn args(k: i64, extra: &[&str]) -> Vec<String> {
+        let mut v = vec![L.to_string(), (3 * L).to_string(), k.to_string()];
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    }
+
+    fn at(k: i64, ms: i64) -> i64 {
+        (k * L + ms) * 1000
+    }
+
+    #[test]
+    fn wrong_interval_writes_nothing() {
+        let mut s = SimStore::new();
+        let r = s
+            .execute(Mode::Arrival, at(10, 5), ["{g}:9", "{g}:8"], &args(9, &[]))
+            .unwrap();
+        assert_eq!(r, vec![0, 10, 3, 5000]);
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn arrival_counts_by_arrival() {
+        let mut s = SimStore::new();
+        let k = ["{g}:10", "{g}:9"];
+        let r1 = s
+            .execute(Mode::Arrival, at(10, 1), k, &args(10, &[]))
+            .unwrap();
+        let r2 = s
+            .execute(Mode::Arrival, at(10, 2), k, &args(10, &[]))
+            .unwrap();
+        assert_eq!(r1[4..], [0, -1]);
+        assert_eq!(r2[4..], [1, -1]);
+        let k = ["{g}:11", "{g}:10"];
+        let r3 = s
+            .execute(Mode::Arrival, at(11, 1), k, &args(11, &[]))
+            .unwrap();
+        assert_eq!(r3[4..], [0, 2]);
+        // Keys expire 3 intervals after their last write.
+        let k = ["{g}:14", "{g}:13"];
+        s.execute(Mode::Arrival, at(14, 10), k, &args(14, &[]))
+            .unwrap();
+        assert_eq!(s.peek("{g}:10"), Some(Peek::Counter(2)));
+        s.expire("{g}:10", at(10, 2) + 3 * L * 1000);
+        assert_eq!(s.peek("{g}:10"), None);
+    }
+
+    #[test]
+    fn ranked_carries_order_and_ignores_repeats() {
+        let mut s = SimStore::new();
+        let (a, b, c) = ("a".repeat(32), "b".repeat(32), "c".repeat(32));
+        let k10 = ["{g}:10", "{g}:9"];
+        // Newcomers send 2: ties break by token.
+        for t in [&c, &a, &b] {
+            let r = s
+                .execute(Mode::Ranked, at(10, 1), k10, &args(10, &[t, "2"]))
+                .unwrap();
+            assert_eq!(r[4..], [-1, 0]);
+        }
+        // A repeat changes nothing.
+        s.execute(Mode::Ranked, at(10, 2), k10, &args(10, &[&a, "0.1"]))
+            .unwrap();
+        assert_eq!(
+            s.peek("{g}:10"),
+            Some(Peek::Members(vec![a.clone(), b.clone(), c.clone()]))
+        );
+        let k11 = ["{g}:11", "{g}:10"];
+        // c registers first in 11, yet keeps its carried place: rank 2 of 3.
+        let r = s
+            .execute(Mode::Ranked, at(11, 1), k11, &args(11, &[&c, "0.01"]))
+            .unwrap();
+        assert_eq!(r[4..], [2, 3]);
+        let r = s
+            .execute(Mode::Ranked, at(11, 2), k11, &args(11, &[&a, "0.9"]))
+            .unwrap();
+        assert_eq!(r[4..], [0, 3]);
+        // A newcomer in 11 lands after both.
+        let d = "0".repeat(32);
+        s.execute(Mode::Ranked, at(11, 3), k11, &args(11, &[&d, "2"]))
+            .unwrap();
+        assert_eq!(
+            s.peek("{g}:11"),
+            Some(Peek::Members(vec![a.clone(), c.clone(), d]))
+        );
+    }
+
+    #[test]
+    fn bad_arguments_and_wrong_types_are_errors() {
+        let mut s = SimStore::new();
+        assert!(
+            s.execute(Mode::Arrival, at(10, 1), ["a", "b"], &[])
+                .is_err()
+        );
+        s.execute(
+            Mode::Arrival,
+            at(10, 1),
+            ["{g}:10", "{g}:9"],
+            &args(10, &[]),
+        )
+        .unwrap();
+        let r = s.execute(
+            Mode::Ranked,
+            at(11, 1),
+            ["{g}:11", "{g}:10"],
+            &args(11, &["x", "2"]),
+        );
+        assert_eq!(r, Err(StoreError::WrongType));
+    }
+}

@@ -1,0 +1,742 @@
+//! The simulated world: a virtual clock, one [`SimStore`], a [`Network`], and
+//! workers that are each a [`lease_core::Worker`] driven through exactly the
+//! interface an adapter uses (`poll_transmit`, `poll_event`, `poll_timeout`,
+//! `handle_*`). Everything random comes from one seeded generator, so a seed
+//! replays a run exactly.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use lease_core::{Event, Lease, Options, OptionsError, RequestId, Token, Worker};
+
+use crate::history::{LeaveHow, Record};
+use crate::net::{LocalClock, Network};
+use crate::store::SimStore;
+
+/// The server clock's reading at true time zero: 2023-11-14, in microseconds
+/// since the Unix epoch (any realistic value would do).
+const SERVER_EPOCH_US: i64 = 1_700_000_000_000_000;
+
+/// Identifies a simulated worker; displayed as `w0`, `w1`, ...
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WorkerId(pub usize);
+
+impl fmt::Display for WorkerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "w{}", self.0)
+    }
+}
+
+/// Clock imperfections drawn for each worker.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Clocks {
+    /// Local clock offsets are drawn from `[0, max_offset]`.
+    pub max_offset: Duration,
+    /// Local clock drift is drawn from `[-max_drift, max_drift]` (the core
+    /// assumes at most 1e-3).
+    pub max_drift: f64,
+}
+
+impl Default for Clocks {
+    fn default() -> Self {
+        Self {
+            max_offset: Duration::from_secs(3600),
+            max_drift: 5e-4,
+        }
+    }
+}
+
+/// What a simulation is made of.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// Seed of the run's only random generator.
+    pub seed: u64,
+    /// Options every worker is created with.
+    pub options: Options,
+    /// The network, until a [`Action::SetNetwork`] changes it.
+    pub network: Network,
+    /// Workers' clock imperfections.
+    pub clocks: Clocks,
+}
+
+impl SimConfig {
+    /// A quiet simulation of group `options` with seed `seed`.
+    pub fn new(seed: u64, options: Options) -> Self {
+        Self {
+            seed,
+            options,
+            network: Network::default(),
+            clocks: Clocks::default(),
+        }
+    }
+}
+
+/// Something that happens at a scheduled instant.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Action {
+    /// Start the worker (reserved by [`Sim::schedule_join`]).
+    Join(WorkerId),
+    /// Cancel the worker through its token: it stands down and ends.
+    Cancel(WorkerId),
+    /// Drop the worker without cancellation: the process is gone.
+    Crash(WorkerId),
+    /// Freeze the worker's process for a while: no input reaches it, no timer
+    /// fires, until it resumes.
+    Stall(WorkerId, Duration),
+    /// Restart the server without persistence: every key is lost and
+    /// requests fail while it is down.
+    Restart {
+        /// How long the server is unreachable.
+        down: Duration,
+    },
+    /// `CLIENT PAUSE`: requests queue until the pause ends.
+    Pause(Duration),
+    /// Step the server clock by this many microseconds (negative: back).
+    ClockStep(i64),
+    /// A failover that loses acknowledged writes in the current and the
+    /// previous interval, each with this probability.
+    LoseWrites(f64),
+    /// Replace the network model.
+    SetNetwork(Network),
+}
+
+impl Action {
+    fn fault_kind(&self) -> Option<&'static str> {
+        Some(match self {
+            Action::Stall(..) => "stall",
+            Action::Restart { .. } => "restart",
+            Action::Pause(_) => "pause",
+            Action::ClockStep(_) => "clock-step",
+            Action::LoseWrites(_) => "lose-writes",
+            Action::SetNetwork(_) => "network",
+            // Leaves and joins have lines of their own.
+            Action::Crash(_) | Action::Cancel(_) | Action::Join(_) => return None,
+        })
+    }
+}
+
+enum Step {
+    Act(Action),
+    Wake(WorkerId, u64),
+    Arrive(WorkerId, Request),
+    Deliver(WorkerId, RequestId, Result<Vec<i64>, String>),
+    GiveUp(WorkerId, RequestId),
+}
+
+#[derive(Clone)]
+struct Request {
+    id: RequestId,
+    keys: [String; 2],
+    args: Vec<String>,
+    /// A duplicate delivery: executed, but its reply goes nowhere.
+    echo: bool,
+}
+
+struct Scheduled {
+    at: u64,
+    seq: u64,
+    step: Step,
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Scheduled {}
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Scheduled {
+    // Reversed: BinaryHeap is a max-heap and we want the earliest first.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+enum Life {
+    /// Reserved by `schedule_join`, not started yet.
+    Waiting,
+    Alive(Box<Worker>),
+    Gone,
+}
+
+struct SimWorker {
+    life: Life,
+    clock: LocalClock,
+    /// True time until which the process is frozen.
+    stalled_until: u64,
+    /// Generation of the newest timer, so superseded wake-ups are skipped.
+    wake_gen: u64,
+    /// The lease handed to the worker's loop, if any.
+    held: Option<Lease>,
+}
+
+/// An event a worker's loop received, with the true time it arrived.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observed {
+    /// Which worker.
+    pub worker: WorkerId,
+    /// True (virtual) time since the start of the simulation.
+    pub at: Duration,
+    /// What the worker's state machine emitted.
+    pub event: Event,
+}
+
+/// Counters of what happened in a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Registrations sent by workers.
+    pub sent: u64,
+    /// Scripts the server executed (duplicates included).
+    pub executed: u64,
+    /// Replies that were lost.
+    pub lost_replies: u64,
+    /// Requests that were lost.
+    pub lost_requests: u64,
+    /// Requests that failed at once.
+    pub fast_errors: u64,
+    /// Replies the core rejected as malformed or unexpected.
+    pub rejected: u64,
+}
+
+/// A deterministic simulation of one group.
+///
+/// ```
+/// use std::time::Duration;
+/// use lease_core::Options;
+/// use lease_sim::{Sim, SimConfig};
+///
+/// let options = Options::new("demo", Duration::from_millis(100));
+/// let mut sim = Sim::new(SimConfig::new(7, options)).unwrap();
+/// let workers: Vec<_> = (0..3).map(|_| sim.join_now()).collect();
+/// sim.run_for(Duration::from_secs(2));
+/// // After a few intervals every worker holds a distinct slot of n = 3.
+/// let mut slots: Vec<_> = workers.iter().map(|&w| sim.lease(w).unwrap().i()).collect();
+/// slots.sort();
+/// assert_eq!(slots, [0, 1, 2]);
+/// assert!(sim.check().is_ok());
+/// ```
+pub struct Sim {
+    options: Options,
+    network: Network,
+    clocks: Clocks,
+    rng: ChaCha8Rng,
+    now: u64,
+    seq: u64,
+    queue: BinaryHeap<Scheduled>,
+    store: SimStore,
+    /// Microseconds added to the server clock by clock steps.
+    server_shift: i64,
+    down_until: u64,
+    paused_until: u64,
+    workers: Vec<SimWorker>,
+    history: Vec<Record>,
+    observed: Vec<Observed>,
+    stats: Stats,
+    epoch: Instant,
+}
+
+impl Sim {
+    /// A simulation with no workers yet. Fails if the options are invalid.
+    pub fn new(config: SimConfig) -> Result<Self, OptionsError> {
+        config.options.validate()?;
+        Ok(Self {
+            options: config.options,
+            network: config.network,
+            clocks: config.clocks,
+            rng: ChaCha8Rng::seed_from_u64(config.seed),
+            now: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            store: SimStore::new(),
+            server_shift: 0,
+            down_until: 0,
+            paused_until: 0,
+            workers: Vec::new(),
+            history: Vec::new(),
+            observed: Vec::new(),
+            stats: Stats::default(),
+            // Only differences of instants matter; the origin is arbitrary.
+            epoch: Instant::now(),
+        })
+    }
+
+    /// The group's options.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// True (virtual) time since the start.
+    pub fn now(&self) -> Duration {
+        Duration::from_micros(self.now)
+    }
+
+    /// The history so far, in the order it was written.
+    pub fn history(&self) -> &[Record] {
+        &self.history
+    }
+
+    /// Counters of what happened.
+    pub fn stats(&self) -> Stats {
+        Stats {
+            executed: self.store.executed(),
+            ..self.stats
+        }
+    }
+
+    /// The simulated server's key space.
+    pub fn store(&self) -> &SimStore {
+        &self.store
+    }
+
+    /// Events the workers' loops received since the last call.
+    pub fn drain_observed(&mut self) -> Vec<Observed> {
+        std::mem::take(&mut self.observed)
+    }
+
+    /// Every worker id handed out so far (started or not, alive or not).
+    pub fn workers(&self) -> impl Iterator<Item = WorkerId> + '_ {
+        (0..self.workers.len()).map(WorkerId)
+    }
+
+    /// Whether the worker is running.
+    pub fn is_alive(&self, w: WorkerId) -> bool {
+        matches!(self.workers.get(w.0).map(|s| &s.life), Some(Life::Alive(_)))
+    }
+
+    /// The lease worker `w` holds now, judged by its own state machine at its
+    /// own local time (a stalled worker's lease runs out even while frozen).
+    pub fn lease(&self, w: WorkerId) -> Option<Lease> {
+        let sw = self.workers.get(w.0)?;
+        let Life::Alive(core) = &sw.life else {
+            return None;
+        };
+        core.lease_at(self.local_instant(sw.clock, self.now))
+            .cloned()
+    }
+
+    /// Starts a new worker now.
+    pub fn join_now(&mut self) -> WorkerId {
+        let w = self.reserve();
+        self.act(Action::Join(w));
+        w
+    }
+
+    /// Reserves a worker id that starts at `at` (true time since the start).
+    pub fn schedule_join(&mut self, at: Duration) -> WorkerId {
+        let w = self.reserve();
+        self.schedule(at, Action::Join(w));
+        w
+    }
+
+    /// Schedules an action at `at` (true time since the start; an instant in
+    /// the past means now).
+    pub fn schedule(&mut self, at: Duration, action: Action) {
+        let at = (at.as_micros() as u64).max(self.now);
+        self.push(at, Step::Act(action));
+    }
+
+    /// Carries out an action now.
+    pub fn act(&mut self, action: Action) {
+        self.push(self.now, Step::Act(action));
+        self.run_until(self.now());
+    }
+
+    /// Runs until true time `until` (everything scheduled at or before it
+    /// happens).
+    pub fn run_until(&mut self, until: Duration) {
+        let until = until.as_micros() as u64;
+        while let Some(next) = self.queue.peek() {
+            if next.at > until {
+                break;
+            }
+            let Some(s) = self.queue.pop() else { break };
+            self.now = s.at;
+            self.step(s.step);
+        }
+        self.now = self.now.max(until);
+    }
+
+    /// Runs for `d` more.
+    pub fn run_for(&mut self, d: Duration) {
+        self.run_until(self.now() + d);
+    }
+
+    /// Checks the history so far (DESIGN section 6): exclusivity, fencing,
+    /// coverage, stand-downs, join-to-own.
+    pub fn check(&self) -> crate::checker::Summary {
+        let mut records = self.history.clone();
+        records.extend(self.closing_records());
+        crate::checker::check(&records, Some(self.now))
+    }
+
+    /// The history so far, closed at the current instant: every lease still
+    /// handed to a loop gets a release at its deadline or now, whichever is
+    /// earlier (a worker stalled past its deadline holds nothing, even though
+    /// it has not noticed yet).
+    pub fn closed_history(&self) -> Vec<Record> {
+        let mut records = self.history.clone();
+        records.extend(self.closing_records());
+        records
+    }
+
+    fn closing_records(&self) -> Vec<Record> {
+        self.workers
+            .iter()
+            .enumerate()
+            .filter(|(_, sw)| matches!(sw.life, Life::Alive(_)))
+            .filter_map(|(w, sw)| {
+                let lease = sw.held.as_ref()?;
+                let end = self.true_of(sw.clock, lease.deadline()).min(self.now);
+                Some(Record::release(
+                    WorkerId(w).to_string(),
+                    lease.i(),
+                    lease.n(),
+                    end,
+                ))
+            })
+            .collect()
+    }
+
+    // ----- internals -----------------------------------------------------
+
+    fn reserve(&mut self) -> WorkerId {
+        let offset = self
+            .rng
+            .random_range(0..=self.clocks.max_offset.as_micros() as u64);
+        let drift = if self.clocks.max_drift > 0.0 {
+            self.rng
+                .random_range(-self.clocks.max_drift..=self.clocks.max_drift)
+        } else {
+            0.0
+        };
+        self.workers.push(SimWorker {
+            life: Life::Waiting,
+            clock: LocalClock {
+                offset_us: offset,
+                drift,
+            },
+            stalled_until: 0,
+            wake_gen: 0,
+            held: None,
+        });
+        WorkerId(self.workers.len() - 1)
+    }
+
+    fn push(&mut self, at: u64, step: Step) {
+        self.seq += 1;
+        self.queue.push(Scheduled {
+            at,
+            seq: self.seq,
+            step,
+        });
+    }
+
+    fn local_instant(&self, clock: LocalClock, true_us: u64) -> Instant {
+        self.epoch + Duration::from_micros(clock.local(true_us))
+    }
+
+    fn true_of(&self, clock: LocalClock, at: Instant) -> u64 {
+        let local = at.saturating_duration_since(self.epoch).as_micros() as u64;
+        clock.true_of(local)
+    }
+
+    fn server_now(&self) -> i64 {
+        SERVER_EPOCH_US + self.now as i64 + self.server_shift
+    }
+
+    fn step(&mut self, step: Step) {
+        // A frozen process receives nothing until it resumes.
+        if let Step::Wake(w, _) | Step::Deliver(w, ..) | Step::GiveUp(w, _) = &step {
+            let until = self.workers[w.0].stalled_until;
+            if until > self.now {
+                self.push(until, step);
+                return;
+            }
+        }
+        match step {
+            Step::Act(action) => self.on_action(action),
+            Step::Wake(w, gen_) => {
+                if self.workers[w.0].wake_gen == gen_ {
+                    self.with_core(w, |core, now| core.handle_timeout(now));
+                }
+            }
+            Step::Arrive(w, req) => self.on_arrive(w, req),
+            Step::Deliver(w, id, result) => {
+                let rejected = self.with_core(w, |core, now| match result {
+                    Ok(values) => core.handle_reply(now, id, &values).is_err(),
+                    Err(e) => {
+                        core.handle_failure(now, id, &e);
+                        false
+                    }
+                });
+                if rejected == Some(true) {
+                    self.stats.rejected += 1;
+                }
+            }
+            Step::GiveUp(w, id) => {
+                self.with_core(w, |core, now| core.handle_failure(now, id, &"gave up"));
+            }
+        }
+    }
+
+    /// Runs `f` on a live worker's core at its local time, then drives it.
+    fn with_core<T>(
+        &mut self,
+        w: WorkerId,
+        f: impl FnOnce(&mut Worker, Instant) -> T,
+    ) -> Option<T> {
+        let now = self.local_instant(self.workers[w.0].clock, self.now);
+        let Life::Alive(core) = &mut self.workers[w.0].life else {
+            return None;
+        };
+        let out = f(core, now);
+        self.drive(w);
+        Some(out)
+    }
+
+    /// What an adapter does after every input: send every transmit, hand
+    /// every event to the loop, and sleep until the next timeout.
+    fn drive(&mut self, w: WorkerId) {
+        let clock = self.workers[w.0].clock;
+        let mut sends = Vec::new();
+        let mut events = Vec::new();
+        let timeout;
+        {
+            let Life::Alive(core) = &mut self.workers[w.0].life else {
+                return;
+            };
+            while let Some(t) = core.poll_transmit() {
+                sends.push((
+                    Request {
+                        id: t.id,
+                        keys: [t.keys[0].to_owned(), t.keys[1].to_owned()],
+                        args: t.args.to_vec(),
+                        echo: false,
+                    },
+                    t.expires_at,
+                ));
+            }
+            while let Some(e) = core.poll_event() {
+                events.push(e);
+            }
+            timeout = core.poll_timeout();
+        }
+        for (req, expires_at) in sends {
+            self.send(w, req, expires_at);
+        }
+        for e in events {
+            self.record(w, e);
+        }
+        if let Some(t) = timeout {
+            let at = self.true_of(clock, t).max(self.now);
+            let sw = &mut self.workers[w.0];
+            sw.wake_gen += 1;
+            let gen_ = sw.wake_gen;
+            self.push(at, Step::Wake(w, gen_));
+        }
+    }
+
+    fn send(&mut self, w: WorkerId, req: Request, expires_at: Instant) {
+        self.stats.sent += 1;
+        let give_up = self
+            .true_of(self.workers[w.0].clock, expires_at)
+            .max(self.now);
+        self.push(give_up, Step::GiveUp(w, req.id));
+        let net = self.network.clone();
+        if self.rng.random_bool(net.fast_error.clamp(0.0, 1.0)) {
+            self.stats.fast_errors += 1;
+            let back = self.now + net.trip(&mut self.rng);
+            self.push(
+                back,
+                Step::Deliver(w, req.id, Err("connection reset".into())),
+            );
+            return;
+        }
+        if self.rng.random_bool(net.lost_request.clamp(0.0, 1.0)) {
+            self.stats.lost_requests += 1;
+            return;
+        }
+        let arrive = self.now + net.trip(&mut self.rng);
+        if self.rng.random_bool(net.duplicate.clamp(0.0, 1.0)) {
+            let again = arrive + net.trip(&mut self.rng);
+            let echo = Request {
+                echo: true,
+                ..req.clone()
+            };
+            self.push(again, Step::Arrive(w, echo));
+        }
+        self.push(arrive, Step::Arrive(w, req));
+    }
+
+    fn on_arrive(&mut self, w: WorkerId, req: Request) {
+        if self.now < self.down_until {
+            if !req.echo {
+                let back = self.now + self.network.trip(&mut self.rng);
+                self.push(
+                    back,
+                    Step::Deliver(w, req.id, Err("connection refused".into())),
+                );
+            }
+            return;
+        }
+        if self.now < self.paused_until {
+            self.push(self.paused_until, Step::Arrive(w, req));
+            return;
+        }
+        let keys = [req.keys[0].as_str(), req.keys[1].as_str()];
+        let result = self
+            .store
+            .execute(self.options.mode, self.server_now(), keys, &req.args)
+            .map_err(|e| e.to_string());
+        if req.echo {
+            return;
+        }
+        if self
+            .rng
+            .random_bool(self.network.lost_reply.clamp(0.0, 1.0))
+        {
+            self.stats.lost_replies += 1;
+            return;
+        }
+        let back = self.now + self.network.trip(&mut self.rng);
+        self.push(back, Step::Deliver(w, req.id, result));
+    }
+
+    fn record(&mut self, w: WorkerId, event: Event) {
+        let at_us = self.now;
+        match &event {
+            Event::Pair(Some(lease)) => {
+                self.history.push(Record::own(
+                    w.to_string(),
+                    lease.i(),
+                    lease.n(),
+                    lease.token(),
+                    at_us,
+                ));
+                self.workers[w.0].held = Some(lease.clone());
+            }
+            Event::Released(r) => {
+                let at = self.true_of(self.workers[w.0].clock, r.at).min(at_us);
+                self.history
+                    .push(Record::release(w.to_string(), r.slot.i(), r.slot.n(), at));
+                self.workers[w.0].held = None;
+            }
+            Event::Pair(None) | Event::Stopped => {}
+        }
+        self.observed.push(Observed {
+            worker: w,
+            at: Duration::from_micros(at_us),
+            event,
+        });
+    }
+
+    fn on_action(&mut self, action: Action) {
+        if let Some(kind) = action.fault_kind() {
+            let worker = match &action {
+                Action::Stall(w, _) => Some(w.to_string()),
+                _ => None,
+            };
+            self.history.push(Record::Fault {
+                kind: kind.to_owned(),
+                worker,
+                detail: fault_detail(&action),
+                at_us: self.now,
+            });
+        }
+        match action {
+            Action::Join(w) => {
+                let token = Token::new(self.rng.random::<u128>());
+                let now = self.local_instant(self.workers[w.0].clock, self.now);
+                // Options were validated in `Sim::new`.
+                if let Ok(core) = Worker::new(&self.options, token, now) {
+                    self.workers[w.0].life = Life::Alive(Box::new(core));
+                    self.history.push(Record::join(w.to_string(), self.now));
+                    self.with_core(w, |core, now| core.handle_timeout(now));
+                }
+            }
+            Action::Cancel(w) => {
+                if self
+                    .with_core(w, |core, now| core.handle_cancel(now))
+                    .is_some()
+                {
+                    self.workers[w.0].life = Life::Gone;
+                    self.history
+                        .push(Record::leave(w.to_string(), LeaveHow::Cancel, self.now));
+                }
+            }
+            Action::Crash(w) => {
+                let sw = &mut self.workers[w.0];
+                if matches!(sw.life, Life::Alive(_)) {
+                    sw.life = Life::Gone;
+                    if let Some(lease) = sw.held.take() {
+                        let clock = sw.clock;
+                        let end = self.true_of(clock, lease.deadline()).min(self.now);
+                        self.history.push(Record::release(
+                            w.to_string(),
+                            lease.i(),
+                            lease.n(),
+                            end,
+                        ));
+                    }
+                    self.history
+                        .push(Record::leave(w.to_string(), LeaveHow::Crash, self.now));
+                }
+            }
+            Action::Stall(w, d) => {
+                let sw = &mut self.workers[w.0];
+                sw.stalled_until = sw.stalled_until.max(self.now + d.as_micros() as u64);
+            }
+            Action::Restart { down } => {
+                self.store.flush();
+                self.down_until = self.now + down.as_micros() as u64;
+            }
+            Action::Pause(d) => {
+                self.paused_until = self.paused_until.max(self.now + d.as_micros() as u64);
+            }
+            Action::ClockStep(us) => self.server_shift += us,
+            Action::LoseWrites(p) => {
+                let l = self.options.interval.as_millis() as i64;
+                let k = (self.server_now() / 1000).div_euclid(l) as u64;
+                let keys: Vec<String> = [k, k.saturating_sub(1)]
+                    .iter()
+                    .map(|&k| lease_core::interval_key(&self.options.prefix, &self.options.name, k))
+                    .collect();
+                let rng = &mut self.rng;
+                self.store
+                    .lose_writes(&keys, || rng.random_bool(p.clamp(0.0, 1.0)));
+            }
+            Action::SetNetwork(n) => self.network = n,
+        }
+    }
+}
+
+impl fmt::Debug for Sim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sim")
+            .field("now_us", &self.now)
+            .field("workers", &self.workers.len())
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+fn fault_detail(action: &Action) -> Option<String> {
+    match action {
+        Action::Stall(_, d) | Action::Pause(d) | Action::Restart { down: d } => {
+            Some(format!("{}ms", d.as_millis()))
+        }
+        Action::ClockStep(us) => Some(format!("{}us", us)),
+        Action::LoseWrites(p) => Some(format!("p={p}")),
+        _ => None,
+    }
+}
