@@ -42,4 +42,4 @@ mod world;
 pub use net::{LocalClock, Network};
 pub use run::{Faults, RunConfig, RunReport, random_run};
 pub use store::{Peek, SimStore, StoreError};
-pub use world::{Action, Clocks, Observed, Sim, SimConfig, Stats, WorkerId};
+pub use world::{Action, Clocks, Mishap, Observed, Sim, SimConfig, Stats, WorkerId};

@@ -104,6 +104,22 @@ pub enum Action {
     LoseWrites(f64),
     /// Replace the network model.
     SetNetwork(Network),
+    /// The worker's next registration meets this mishap, whatever the
+    /// network's probabilities (for targeted tests).
+    Mishap(WorkerId, Mishap),
+}
+
+/// A single, targeted fault on one worker's next registration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mishap {
+    /// Fails at once without executing (a connection error).
+    FastError,
+    /// Lost before reaching the server.
+    LoseRequest,
+    /// Executed, but the reply is lost.
+    LoseReply,
+    /// Delivered and executed twice.
+    Duplicate,
 }
 
 impl Action {
@@ -115,6 +131,7 @@ impl Action {
             Action::ClockStep(_) => "clock-step",
             Action::LoseWrites(_) => "lose-writes",
             Action::SetNetwork(_) => "network",
+            Action::Mishap(..) => "mishap",
             // Leaves and joins have lines of their own.
             Action::Crash(_) | Action::Cancel(_) | Action::Join(_) => return None,
         })
@@ -136,6 +153,8 @@ struct Request {
     args: Vec<String>,
     /// A duplicate delivery: executed, but its reply goes nowhere.
     echo: bool,
+    /// The reply is lost.
+    lose_reply: bool,
 }
 
 struct Scheduled {
@@ -178,6 +197,8 @@ struct SimWorker {
     wake_gen: u64,
     /// The lease handed to the worker's loop, if any.
     held: Option<Lease>,
+    /// A mishap waiting for the next registration.
+    mishap: Option<Mishap>,
 }
 
 /// An event a worker's loop received, with the true time it arrived.
@@ -428,6 +449,7 @@ impl Sim {
             stalled_until: 0,
             wake_gen: 0,
             held: None,
+            mishap: None,
         });
         WorkerId(self.workers.len() - 1)
     }
@@ -522,6 +544,7 @@ impl Sim {
                         keys: [t.keys[0].to_owned(), t.keys[1].to_owned()],
                         args: t.args.to_vec(),
                         echo: false,
+                        lose_reply: false,
                     },
                     t.expires_at,
                 ));
@@ -546,14 +569,18 @@ impl Sim {
         }
     }
 
-    fn send(&mut self, w: WorkerId, req: Request, expires_at: Instant) {
+    fn send(&mut self, w: WorkerId, mut req: Request, expires_at: Instant) {
         self.stats.sent += 1;
         let give_up = self
             .true_of(self.workers[w.0].clock, expires_at)
             .max(self.now);
         self.push(give_up, Step::GiveUp(w, req.id));
         let net = self.network.clone();
-        if self.rng.random_bool(net.fast_error.clamp(0.0, 1.0)) {
+        let mishap = self.workers[w.0].mishap.take();
+        req.lose_reply = mishap == Some(Mishap::LoseReply)
+            || self.rng.random_bool(net.lost_reply.clamp(0.0, 1.0));
+        if mishap == Some(Mishap::FastError) || self.rng.random_bool(net.fast_error.clamp(0.0, 1.0))
+        {
             self.stats.fast_errors += 1;
             let back = self.now + net.trip(&mut self.rng);
             self.push(
@@ -562,12 +589,15 @@ impl Sim {
             );
             return;
         }
-        if self.rng.random_bool(net.lost_request.clamp(0.0, 1.0)) {
+        if mishap == Some(Mishap::LoseRequest)
+            || self.rng.random_bool(net.lost_request.clamp(0.0, 1.0))
+        {
             self.stats.lost_requests += 1;
             return;
         }
         let arrive = self.now + net.trip(&mut self.rng);
-        if self.rng.random_bool(net.duplicate.clamp(0.0, 1.0)) {
+        if mishap == Some(Mishap::Duplicate) || self.rng.random_bool(net.duplicate.clamp(0.0, 1.0))
+        {
             let again = arrive + net.trip(&mut self.rng);
             let echo = Request {
                 echo: true,
@@ -601,10 +631,7 @@ impl Sim {
         if req.echo {
             return;
         }
-        if self
-            .rng
-            .random_bool(self.network.lost_reply.clamp(0.0, 1.0))
-        {
+        if req.lose_reply {
             self.stats.lost_replies += 1;
             return;
         }
@@ -643,7 +670,7 @@ impl Sim {
     fn on_action(&mut self, action: Action) {
         if let Some(kind) = action.fault_kind() {
             let worker = match &action {
-                Action::Stall(w, _) => Some(w.to_string()),
+                Action::Stall(w, _) | Action::Mishap(w, _) => Some(w.to_string()),
                 _ => None,
             };
             self.history.push(Record::Fault {
@@ -716,6 +743,7 @@ impl Sim {
                     .lose_writes(&keys, || rng.random_bool(p.clamp(0.0, 1.0)));
             }
             Action::SetNetwork(n) => self.network = n,
+            Action::Mishap(w, m) => self.workers[w.0].mishap = Some(m),
         }
     }
 }
