@@ -3,7 +3,7 @@ fn main() {
     let path = std::env::args().nth(1).expect("history path");
     let f = std::io::BufReader::new(std::fs::File::open(path).unwrap());
     let recs = lease_sim::history::read_history(f).unwrap();
-    let c = lease_sim::checker::Checker::new(&recs, Some(200_000_000));
+    let c = lease_sim::checker::Checker::new(&recs, Some(300_000_000));
     for v in c.violations() {
         println!("{v:?}");
     }

@@ -47,6 +47,10 @@ struct Args {
     /// Outside the guarantee: failovers losing writes in two consecutive intervals.
     #[arg(long)]
     lost_writes: bool,
+    /// Outside the Arrival mode's guarantee: Redis restarts in Arrival mode
+    /// (with --faults they are injected in Ranked mode only).
+    #[arg(long)]
+    arrival_restarts: bool,
     /// No joins, leaves, crashes or stalls after the start.
     #[arg(long)]
     no_churn: bool,
@@ -68,8 +72,10 @@ fn main() -> ExitCode {
             within_guarantee: args.faults,
             clock_jumps: args.clock_jumps,
             lost_writes: args.lost_writes,
+            arrival_restarts: args.arrival_restarts,
         },
         churn: !args.no_churn,
+        network: lease_sim::Network::default(),
     };
     let report = match random_run(&cfg) {
         Ok(r) => r,

@@ -17,11 +17,17 @@ use crate::world::{Action, Sim, SimConfig, Stats, WorkerId};
 /// Which faults a randomized run injects.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Faults {
-    /// Every fault under which exclusivity is claimed: latency up to and
-    /// beyond the gap, spikes, fast errors, lost requests and replies,
-    /// duplicated requests, server restarts, pauses longer than the gap, and
-    /// forward server-clock steps smaller than half the gap.
+    /// Every fault under which exclusivity is claimed for the run's mode:
+    /// latency up to and beyond the gap, spikes, fast errors, lost requests
+    /// and replies, duplicated requests, pauses longer than the gap, forward
+    /// server-clock steps smaller than half the gap, and (`Ranked` only)
+    /// server restarts.
     pub within_guarantee: bool,
+    /// Server restarts in `Arrival` mode, which are outside its guarantee: a
+    /// restart inside an interval lets a registrant from before it and one
+    /// from after it receive the same `INCR` index (docs/protocol.md,
+    /// "Limits"). In `Ranked` mode restarts are part of `within_guarantee`.
+    pub arrival_restarts: bool,
     /// Outside the guarantee: forward server-clock steps larger than the gap,
     /// and backward steps.
     pub clock_jumps: bool,
@@ -49,6 +55,9 @@ pub struct RunConfig {
     pub faults: Faults,
     /// Whether workers join, leave, crash and stall during the run.
     pub churn: bool,
+    /// The network at the start (with faults, regimes change every 10
+    /// intervals).
+    pub network: Network,
 }
 
 impl RunConfig {
@@ -63,6 +72,7 @@ impl RunConfig {
             gap: lease_core::DEFAULT_GAP,
             faults: Faults::default(),
             churn: true,
+            network: Network::default(),
         }
     }
 }
@@ -83,7 +93,9 @@ pub fn random_run(cfg: &RunConfig) -> Result<RunReport, OptionsError> {
     let options = Options::new("sim", cfg.interval)
         .with_gap(cfg.gap)
         .with_mode(cfg.mode);
-    let mut sim = Sim::new(SimConfig::new(cfg.seed, options))?;
+    let mut sim_cfg = SimConfig::new(cfg.seed, options);
+    sim_cfg.network = cfg.network.clone();
+    let mut sim = Sim::new(sim_cfg)?;
     // The scenario has its own generator, so adding a fault kind does not
     // perturb the network's draws and vice versa.
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x5ce_4a21_0000_0000);
@@ -121,8 +133,11 @@ pub fn random_run(cfg: &RunConfig) -> Result<RunReport, OptionsError> {
                 let net = random_network(&mut rng, l, g);
                 sim.schedule(at(m, 0.0), Action::SetNetwork(net));
             }
-            if rng.random_bool(0.02) {
-                let down = l.mul_f64(rng.random_range(0.0..0.3));
+            // Draw even when unused, so both modes see the same scenario.
+            let restart = rng.random_bool(0.02);
+            let down = l.mul_f64(rng.random_range(0.0..0.3));
+            let restarts = cfg.mode == Mode::Ranked || cfg.faults.arrival_restarts;
+            if restart && restarts {
                 sim.schedule(at(m, rng.random()), Action::Restart { down });
             }
             if rng.random_bool(0.02) {

@@ -1,0 +1,145 @@
+//! Event sequences of canonical scenarios, as the workers' loops saw them.
+//! Each snapshot was read and approved by hand; the reasoning is in the
+//! comment above each test. Times are in intervals since the start (L = 1 s);
+//! tokens are interval numbers, shown relative to the interval of the start.
+
+mod common;
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use common::*;
+use lease_core::{Event, Mode};
+use lease_sim::{Action, Network, Observed, Sim, WorkerId};
+
+/// Server interval number at true time 0 (the simulator's server epoch / L).
+const K0: u64 = 1_700_000_000;
+
+fn render(observed: &[Observed]) -> String {
+    let mut out = String::new();
+    for o in observed {
+        let t = o.at.as_secs_f64();
+        let what = match &o.event {
+            Event::Pair(Some(l)) => format!(
+                "own {}/{} token=k{:+}",
+                l.i(),
+                l.n(),
+                l.token() as i64 - K0 as i64
+            ),
+            Event::Pair(None) => "idle".to_owned(),
+            Event::Released(r) => format!(
+                "released {}/{} ({})",
+                r.slot.i(),
+                r.slot.n(),
+                r.reason.as_str()
+            ),
+            Event::Stopped => "stopped".to_owned(),
+        };
+        let _ = writeln!(out, "{t:7.3}L {} {what}", o.worker);
+    }
+    out
+}
+
+fn start(mode: Mode, n: usize) -> (Sim, Vec<WorkerId>) {
+    // Quiet network, joins spread over the first interval.
+    let (mut sim, ws) = group(42, mode, 0.15, n, Network::default());
+    run_until_settled(&mut sim, &ws, L * 10).expect("settles");
+    (sim, ws)
+}
+
+// Settled start, Ranked: each worker sees the opening idle at its join, then
+// owns after two closed intervals agree. All three joined in interval 0, so
+// all three own early in interval 2 (the first whose two predecessors both
+// counted all three): same n, distinct i. Newcomers that arrive in the same
+// interval tie on phase 2 and sort by token, so the order is w1, w2, w0, not
+// the join order; from then on the server carries it.
+#[test]
+fn settled_start_ranked() {
+    let (mut sim, _) = start(Mode::Ranked, 3);
+    sim.run_for(L * 3);
+    insta::assert_snapshot!(render(&sim.drain_observed()));
+}
+
+// Settled start, Arrival: the same shape; owns come at each worker's slot in
+// the band, in index order.
+#[test]
+fn settled_start_arrival() {
+    let (mut sim, _) = start(Mode::Arrival, 3);
+    sim.run_for(L * 3);
+    insta::assert_snapshot!(render(&sim.drain_observed()));
+}
+
+// Join, Ranked: the newcomer w3 starts idle; the settled workers release
+// (n changes from 3 to 4) one interval after the newcomer was first counted,
+// and regrant on n = 4 keeping their indices; w3 owns 3/4.
+#[test]
+fn join_ranked() {
+    let (mut sim, _) = start(Mode::Ranked, 3);
+    sim.run_for(L.mul_f64(0.5));
+    sim.drain_observed();
+    sim.join_now();
+    sim.run_for(L * 4);
+    insta::assert_snapshot!(render(&sim.drain_observed()));
+}
+
+// Leave by cancellation: w1 releases at once (cancelled) and stops; the
+// others stand down when the count drops to 2 and regrant on n = 2.
+#[test]
+fn cancel_ranked() {
+    let (mut sim, ws) = start(Mode::Ranked, 3);
+    sim.drain_observed();
+    sim.act(Action::Cancel(ws[1]));
+    sim.run_for(L * 4);
+    insta::assert_snapshot!(render(&sim.drain_observed()));
+}
+
+// Crash: w1 disappears without a word (its loop sees nothing more); the
+// survivors stand down and regrant on n = 2, as after a cancel.
+#[test]
+fn crash_ranked() {
+    let (mut sim, ws) = start(Mode::Ranked, 3);
+    sim.drain_observed();
+    sim.act(Action::Crash(ws[1]));
+    sim.run_for(L * 4);
+    insta::assert_snapshot!(render(&sim.drain_observed()));
+}
+
+// Stall: w0 freezes for 3 intervals. When it wakes its lease has expired
+// (released ... expired); the others stand down when it drops out of the
+// count, regrant on n = 2, then stand down again when it is back and the
+// group regrants on n = 3.
+#[test]
+fn stall_ranked() {
+    let (mut sim, ws) = start(Mode::Ranked, 3);
+    sim.drain_observed();
+    sim.act(Action::Stall(ws[0], L * 3));
+    sim.run_for(L * 8);
+    insta::assert_snapshot!(render(&sim.drain_observed()));
+}
+
+// Redis restart: every key is lost. The next registrations find no closed
+// interval: every worker releases (disagreed), then regrants two intervals
+// later on the same n and the same indices: with the previous set gone, each
+// worker sends the phase of its last known pair, which rebuilds the order.
+#[test]
+fn redis_restart_ranked() {
+    let (mut sim, _) = start(Mode::Ranked, 3);
+    sim.drain_observed();
+    sim.act(Action::Restart {
+        down: Duration::from_millis(50),
+    });
+    sim.run_for(L * 4);
+    insta::assert_snapshot!(render(&sim.drain_observed()));
+}
+
+// Redis restart in Arrival mode, for comparison.
+#[test]
+fn redis_restart_arrival() {
+    let (mut sim, _) = start(Mode::Arrival, 3);
+    sim.drain_observed();
+    sim.act(Action::Restart {
+        down: Duration::from_millis(50),
+    });
+    sim.run_for(L * 4);
+    insta::assert_snapshot!(render(&sim.drain_observed()));
+}
