@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The test command of the README: installs what the tests need (redis-server,
+# which the tests start themselves on free ports), then runs every test of the
+# workspace. Extra arguments go to `cargo test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+  echo "redis-server not found: installing it (Debian package redis-server)" >&2
+  if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server >/dev/null
+  # The package may start a system service on 6379; the tests do not use it.
+fi
+
+cargo test --workspace --all-features "$@"
