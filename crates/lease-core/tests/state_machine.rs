@@ -1,0 +1,282 @@
+//! The state machine driven by hand, one reply at a time, with server
+//! replies written out as the script would return them.
+
+use std::time::{Duration, Instant};
+
+use lease_core::{Event, Mode, Options, ReleaseReason, RequestId, Token, Worker};
+
+const L_MS: u64 = 1000;
+/// The server's interval at the start of each test.
+const K: u64 = 1_700_000;
+
+struct Harness {
+    w: Worker,
+    t0: Instant,
+    /// Server time minus local time since t0, in microseconds.
+    offset_us: i64,
+    /// Local time of the last input.
+    last: Duration,
+}
+
+/// A request as sent: its id and the interval its keys named.
+struct Sent {
+    id: RequestId,
+    k: u64,
+    at: Duration,
+}
+
+impl Harness {
+    fn new(mode: Mode) -> Self {
+        let t0 = Instant::now();
+        let options = Options::new("g", Duration::from_millis(L_MS)).with_mode(mode);
+        let w = Worker::new(&options, Token::new(1 << 100), t0).unwrap();
+        // Local time 0 is server time K*L + 0.3 L.
+        let offset_us = (K * L_MS * 1000 + 300_000) as i64;
+        Self {
+            w,
+            t0,
+            offset_us,
+            last: Duration::ZERO,
+        }
+    }
+
+    fn at(&self, local: Duration) -> Instant {
+        self.t0 + local
+    }
+
+    fn server_us(&self, local: Duration) -> i64 {
+        self.offset_us + local.as_micros() as i64
+    }
+
+    /// Takes the transmit that the last input made due, if any; otherwise
+    /// fires the timer (at `poll_timeout`, or `now` if given) and takes the
+    /// transmit it produces.
+    fn send(&mut self, now: Option<Duration>) -> Sent {
+        if let Some(t) = self.w.poll_transmit() {
+            return Sent {
+                id: t.id,
+                k: t.args[2].parse().unwrap(),
+                at: self.last,
+            };
+        }
+        let at = now.unwrap_or_else(|| {
+            self.w
+                .poll_timeout()
+                .expect("a timer is set")
+                .duration_since(self.t0)
+        });
+        self.w.handle_timeout(self.at(at));
+        self.last = at;
+        let t = self.w.poll_transmit().expect("a registration is due");
+        Sent {
+            id: t.id,
+            k: t.args[2].parse().unwrap(),
+            at,
+        }
+    }
+
+    /// The script's reply to `s`, executed at local time `exec`.
+    fn reply(&self, s: &Sent, exec: Duration, position: i64, count: i64) -> Vec<i64> {
+        let server = self.server_us(exec);
+        let (sec, usec) = (server / 1_000_000, server % 1_000_000);
+        let k = (server / 1000) / L_MS as i64;
+        if k as u64 != s.k {
+            vec![0, k, sec, usec]
+        } else {
+            vec![1, k, sec, usec, position, count]
+        }
+    }
+
+    fn deliver(&mut self, s: &Sent, exec: Duration, arrive: Duration, pos: i64, count: i64) {
+        let r = self.reply(s, exec, pos, count);
+        self.last = arrive;
+        self.w.handle_reply(self.at(arrive), s.id, &r).unwrap();
+    }
+
+    fn events(&mut self) -> Vec<Event> {
+        std::iter::from_fn(|| self.w.poll_event()).collect()
+    }
+
+    /// Probe, then three counted registrations with `(0, 1)` replies: the
+    /// lease is granted at the third.
+    fn settle_alone(&mut self) -> Sent {
+        let ms = Duration::from_millis;
+        let probe = self.send(Some(ms(0)));
+        assert_eq!(probe.k, 1, "a newcomer's first request is the clock probe");
+        self.deliver(&probe, ms(1), ms(2), 0, 0);
+        let first = self.send(None);
+        assert_eq!(
+            first.k, K,
+            "then it registers at once in the current interval"
+        );
+        self.deliver(&first, first.at + ms(1), first.at + ms(2), -1, 0);
+        let second = self.send(None);
+        assert_eq!(second.k, K + 1);
+        self.deliver(&second, second.at + ms(1), second.at + ms(2), 0, 1);
+        let third = self.send(None);
+        assert_eq!(third.k, K + 2);
+        self.deliver(&third, third.at + ms(1), third.at + ms(2), 0, 1);
+        third
+    }
+}
+
+#[test]
+fn a_lone_worker_owns_0_of_1_after_two_agreeing_intervals() {
+    let mut h = Harness::new(Mode::Ranked);
+    assert_eq!(h.events(), vec![Event::Pair(None)]);
+    let third = h.settle_alone();
+    let events = h.events();
+    let [Event::Pair(Some(lease))] = events.as_slice() else {
+        panic!("expected one grant, got {events:?}");
+    };
+    assert_eq!((lease.i(), lease.n(), lease.token()), (0, 1, K + 2));
+    assert!(lease.is_leader());
+    // Rule 6, Ranked: D = (k+2)L from the send, shortened by the drift margin.
+    let server_at_exec = h.server_us(third.at + Duration::from_millis(1));
+    let d = ((K + 4) * L_MS * 1000) as i64;
+    let budget = ((d - server_at_exec) as f64 * (1.0 - 1e-3)).floor() as u64 - 1;
+    assert_eq!(
+        lease.deadline(),
+        h.at(third.at) + Duration::from_micros(budget)
+    );
+}
+
+#[test]
+fn late_reply_never_extends_a_lease() {
+    let mut h = Harness::new(Mode::Ranked);
+    h.settle_alone();
+    let lease = match h.events().pop() {
+        Some(Event::Pair(Some(l))) => l,
+        other => panic!("{other:?}"),
+    };
+    let deadline = lease.deadline();
+    // The next registration executes promptly, but its reply arrives only
+    // after the lease it would renew has run out: it must not revive it.
+    let fourth = h.send(None);
+    assert_eq!(fourth.k, K + 3);
+    let late = deadline.duration_since(h.t0) + Duration::from_millis(1);
+    h.w.handle_timeout(h.at(late));
+    let events = h.events();
+    assert!(
+        matches!(events.as_slice(), [Event::Released(r), Event::Pair(None)] if r.reason == ReleaseReason::Expired && r.at == deadline),
+        "{events:?}"
+    );
+    assert!(!lease.is_valid_at(h.at(late)));
+    // The renewing reply, sent long ago, still grants: its own deadline is
+    // anchored at its send and has not passed. A new lease, not the old one.
+    h.deliver(&fourth, fourth.at + Duration::from_millis(1), late, 0, 1);
+    let events = h.events();
+    match events.as_slice() {
+        [Event::Pair(Some(again))] => {
+            assert_eq!(again.token(), K + 3, "a fresh lease with a new token");
+            assert!(again.deadline() > deadline);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!lease.is_valid_at(h.at(late)), "the old handle stays ended");
+}
+
+#[test]
+fn reply_after_its_own_deadline_grants_nothing() {
+    let mut h = Harness::new(Mode::Ranked);
+    let ms = Duration::from_millis;
+    let probe = h.send(Some(ms(0)));
+    h.deliver(&probe, ms(1), ms(2), 0, 0);
+    let first = h.send(None);
+    h.deliver(&first, first.at + ms(1), first.at + ms(2), -1, 0);
+    let second = h.send(None);
+    h.deliver(&second, second.at + ms(1), second.at + ms(2), 0, 1);
+    let third = h.send(None);
+    // Executed at once, but the reply comes back 2.5 intervals later: past
+    // (k+2)L. It would agree, yet it must not grant.
+    h.deliver(&third, third.at + ms(1), third.at + ms(2500), 0, 1);
+    assert_eq!(h.events(), vec![Event::Pair(None)]);
+}
+
+#[test]
+fn malformed_reply_is_an_error_and_never_a_lease() {
+    let mut h = Harness::new(Mode::Ranked);
+    let ms = Duration::from_millis;
+    let probe = h.send(Some(ms(0)));
+    h.deliver(&probe, ms(1), ms(2), 0, 0);
+    let first = h.send(None);
+    h.deliver(&first, first.at + ms(1), first.at + ms(2), -1, 0);
+    let second = h.send(None);
+    h.deliver(&second, second.at + ms(1), second.at + ms(2), 0, 1);
+    let third = h.send(None);
+    // Rank not below its count.
+    let mut bad = h.reply(&third, third.at + ms(1), 0, 1);
+    bad[4] = 1;
+    assert!(
+        h.w.handle_reply(h.at(third.at + ms(2)), third.id, &bad)
+            .is_err()
+    );
+    // Wrong arity, and a counted reply for another interval than the keys named.
+    let retry = h.send(None);
+    assert!(
+        h.w.handle_reply(h.at(retry.at + ms(1)), retry.id, &[1, 2])
+            .is_err()
+    );
+    let retry = h.send(None);
+    let mut other = h.reply(&retry, retry.at + ms(1), 0, 1);
+    other[1] += 1;
+    assert!(
+        h.w.handle_reply(h.at(retry.at + ms(2)), retry.id, &other)
+            .is_err()
+    );
+    assert_eq!(h.events(), vec![Event::Pair(None)], "nothing granted");
+    // And the worker carries on: a good reply to the next retry grants.
+    let retry = h.send(None);
+    h.deliver(&retry, retry.at + ms(1), retry.at + ms(2), 0, 1);
+    assert!(matches!(h.events().as_slice(), [Event::Pair(Some(_))]));
+}
+
+#[test]
+fn cancel_yields_idle_once_then_stops() {
+    let mut h = Harness::new(Mode::Arrival);
+    let ms = Duration::from_millis;
+    let probe = h.send(Some(ms(0)));
+    h.deliver(&probe, ms(1), ms(2), 0, 0);
+    let first = h.send(None);
+    h.deliver(&first, first.at + ms(1), first.at + ms(2), 0, -1);
+    let second = h.send(None);
+    h.deliver(&second, second.at + ms(1), second.at + ms(2), 0, 1);
+    let third = h.send(None);
+    h.deliver(&third, third.at + ms(1), third.at + ms(2), 0, 1);
+    let got = h.events();
+    assert!(matches!(got.last(), Some(Event::Pair(Some(_)))), "{got:?}");
+    let now = h.at(third.at + ms(10));
+    h.w.handle_cancel(now);
+    let events = h.events();
+    assert!(
+        matches!(events.as_slice(), [Event::Released(r), Event::Pair(None), Event::Stopped] if r.reason == ReleaseReason::Cancelled),
+        "{events:?}"
+    );
+    assert!(h.w.is_stopped());
+    assert_eq!(h.w.poll_timeout(), None);
+    h.w.handle_timeout(now + Duration::from_secs(5));
+    assert!(h.w.poll_transmit().is_none());
+    assert!(h.events().is_empty());
+}
+
+#[test]
+fn server_clock_jump_beyond_the_gap_stands_down() {
+    let mut h = Harness::new(Mode::Ranked);
+    h.settle_alone();
+    assert!(matches!(h.events().pop(), Some(Event::Pair(Some(_)))));
+    let fourth = h.send(None);
+    // The server clock jumped 0.3 L ahead (G = 0.15 L) since the last reply.
+    h.offset_us += 300_000;
+    h.deliver(
+        &fourth,
+        fourth.at + Duration::from_millis(1),
+        fourth.at + Duration::from_millis(2),
+        0,
+        1,
+    );
+    let events = h.events();
+    assert!(
+        matches!(events.first(), Some(Event::Released(r)) if r.reason == ReleaseReason::ServerClock),
+        "{events:?}"
+    );
+}
