@@ -37,6 +37,7 @@ pub mod history;
 mod net;
 mod run;
 mod store;
+pub mod timeline;
 mod world;
 
 pub use net::{LocalClock, Network};
