@@ -1,0 +1,862 @@
+//! The adapter conformance suite: the same scenarios, against real
+//! `redis-server` processes, for every adapter.
+//!
+//! An adapter's test file declares this directory as module `conformance`,
+//! implements [`Adapter`] (connect, discover, sleep) and instantiates the
+//! whole suite with `conformance_suite!`, giving a function that runs a
+//! future to completion on its runtime:
+//!
+//! ```ignore
+//! #[path = "../../lease-redis/tests/conformance/mod.rs"] // from another crate
+//! mod conformance;
+//! struct Fred;
+//! impl conformance::Adapter for Fred { /* ... */ }
+//! fn run<F: std::future::Future>(f: F) -> F::Output { /* block on it */ }
+//! conformance_suite!(Fred, run);
+//! ```
+//!
+//! The suite's own dependencies (dev-dependencies of the adapter crate):
+//! `futures`, `lease-core`, `lease-testkit`, `tokio-util` (for
+//! `CancellationToken`, which works on any runtime), `tracing` and
+//! `tracing-subscriber`.
+//!
+//! The scenarios only use `futures`, `std` and the adapter's `sleep`, so they
+//! run on any runtime; that runtime must keep the workers running while a
+//! scenario blocks briefly on a synchronous `lease-testkit` call (a tokio
+//! multi-thread runtime, smol's global executor). Every scenario records what
+//! each worker's loop was handed, and when, and ends by checking the
+//! exclusive lease on that history ([`history::violations`]); set
+//! `CONFORMANCE_HISTORY=1` to print every history.
+#![allow(dead_code, unreachable_pub)]
+
+pub mod capture;
+pub mod history;
+
+use std::future::Future;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use futures::future::select;
+use futures::stream::LocalBoxStream;
+use lease_core::diag;
+use lease_core::{Lease, Mode, Options, OptionsError};
+use lease_testkit::{RedisCluster, RedisServer, TestRedis, test_interval, unique_name};
+use tokio_util::sync::CancellationToken;
+
+use self::history::Hold;
+
+/// What the suite needs from an adapter.
+pub trait Adapter: 'static {
+    /// A connection the workers of a scenario share. Made by
+    /// [`Adapter::connect`], it must reconnect by itself after the server
+    /// restarts.
+    type Conn: Clone;
+
+    /// The `registry` field of the adapter's `discover started` event.
+    const REGISTRY: &'static str;
+
+    /// Connects to the single server at `url`.
+    fn connect(url: &str) -> impl Future<Output = Self::Conn>;
+
+    /// Connects to the Redis Cluster whose nodes are at `urls`.
+    fn connect_cluster(urls: &[String]) -> impl Future<Output = Self::Conn>;
+
+    /// Starts a worker; cancelling `cancel` must stand it down (idle pair
+    /// once if held, then the end of the stream).
+    fn discover(
+        conn: &Self::Conn,
+        options: Options,
+        cancel: CancellationToken,
+    ) -> Result<LocalBoxStream<'static, Option<Lease>>, OptionsError>;
+
+    /// Sleeps on the adapter's runtime.
+    fn sleep(duration: Duration) -> impl Future<Output = ()>;
+}
+
+/// Generates one `#[test]` per scenario for `$adapter`, each running its
+/// future with `$run` (a function `fn<F: Future>(F) -> F::Output`).
+#[macro_export]
+macro_rules! conformance_suite {
+    ($adapter:ty, $run:path) => {
+        $crate::conformance_suite!(@tests $adapter, $run,
+            one_worker_owns_alone,
+            four_workers_settle_ranked,
+            four_workers_settle_arrival,
+            join_ranked_keeps_indices,
+            join_arrival,
+            leave_by_cancellation,
+            crash_without_cancellation,
+            redis_restart,
+            redis_paused_longer_than_the_gap,
+            script_flush,
+            redis_cluster,
+            groups_and_prefixes_are_isolated,
+            bad_options_are_rejected,
+            every_diagnostic_is_emitted,
+        );
+    };
+    (@tests $adapter:ty, $run:path, $($scenario:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $scenario() {
+                $run(conformance::$scenario::<$adapter>());
+            }
+        )+
+    };
+}
+
+/// The interval the suite runs at.
+fn l() -> Duration {
+    test_interval()
+}
+
+/// `k` intervals.
+fn intervals(k: f64) -> Duration {
+    l().mul_f64(k)
+}
+
+/// One worker of a [`Group`].
+struct Member {
+    team: usize,
+    name: String,
+    stream: Option<LocalBoxStream<'static, Option<Lease>>>,
+    cancel: CancellationToken,
+    /// The last pair handed to the loop (`None` before the first).
+    current: Option<Option<Lease>>,
+    /// The stream ended.
+    ended: bool,
+    /// Dropped without cancellation.
+    crashed: bool,
+}
+
+/// One item handed to a worker's loop.
+#[derive(Clone, Debug)]
+pub struct Record {
+    /// The worker.
+    pub worker: usize,
+    /// What it was handed.
+    pub pair: Option<Lease>,
+    /// When.
+    pub at: Instant,
+}
+
+/// Workers of one or more groups ("teams"), all polled by the scenario, with
+/// the history of everything their loops were handed.
+pub struct Group<A: Adapter> {
+    members: Vec<Member>,
+    history: Vec<Record>,
+    next_poll: usize,
+    _adapter: std::marker::PhantomData<A>,
+}
+
+impl<A: Adapter> Default for Group<A> {
+    fn default() -> Self {
+        Self {
+            members: Vec::new(),
+            history: Vec::new(),
+            next_poll: 0,
+            _adapter: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<A: Adapter> Group<A> {
+    /// Starts a worker in `team` and returns its number.
+    pub fn add(&mut self, conn: &A::Conn, team: usize, options: Options) -> usize {
+        capture::watch(&options.name);
+        let cancel = CancellationToken::new();
+        let name = options.name.clone();
+        let stream = A::discover(conn, options, cancel.clone()).expect("valid options");
+        self.members.push(Member {
+            team,
+            name,
+            stream: Some(stream),
+            cancel,
+            current: None,
+            ended: false,
+            crashed: false,
+        });
+        self.members.len() - 1
+    }
+
+    /// Starts `count` workers of `team` with `options`.
+    pub fn add_many(&mut self, conn: &A::Conn, team: usize, options: &Options, count: usize) {
+        for _ in 0..count {
+            self.add(conn, team, options.clone());
+        }
+    }
+
+    /// Cancels worker `w` through its token.
+    pub fn cancel(&mut self, w: usize) {
+        self.members[w].cancel.cancel();
+    }
+
+    /// Drops worker `w`'s stream without cancelling it: a crash.
+    pub fn crash(&mut self, w: usize) {
+        self.members[w].stream = None;
+        self.members[w].crashed = true;
+    }
+
+    fn alive(&self, team: usize) -> impl Iterator<Item = (usize, &Member)> {
+        self.members
+            .iter()
+            .enumerate()
+            .filter(move |(_, m)| m.team == team && !m.ended && !m.crashed)
+    }
+
+    /// The pair worker `w` holds now, if any (`None` also if its last lease
+    /// has run out).
+    pub fn held(&self, w: usize) -> Option<&Lease> {
+        self.members[w]
+            .current
+            .as_ref()
+            .and_then(Option::as_ref)
+            .filter(|l| l.is_valid())
+    }
+
+    /// Every live worker of `team` holds a valid lease, all with `n` equal to
+    /// their number and distinct `i`.
+    pub fn settled(&self, team: usize) -> bool {
+        let alive: Vec<usize> = self.alive(team).map(|(w, _)| w).collect();
+        let n = alive.len();
+        let mut seen = vec![false; n];
+        alive.iter().all(|&w| match self.held(w) {
+            Some(l) if l.n() as usize == n && (l.i() as usize) < n => {
+                !std::mem::replace(&mut seen[l.i() as usize], true)
+            }
+            _ => false,
+        })
+    }
+
+    /// Worker `w`'s loop was last handed the idle pair.
+    pub fn is_idle(&self, w: usize) -> bool {
+        matches!(self.members[w].current, Some(None))
+    }
+
+    /// The loop of every live worker of `team` was last handed the idle pair.
+    pub fn all_idle(&self, team: usize) -> bool {
+        self.alive(team).all(|(w, _)| self.is_idle(w))
+    }
+
+    /// `(worker, i)` of every live worker of `team` that holds a lease.
+    pub fn indices(&self, team: usize) -> Vec<(usize, u32)> {
+        self.alive(team)
+            .filter_map(|(w, _)| self.held(w).map(|l| (w, l.i())))
+            .collect()
+    }
+
+    /// The records of worker `w` after `since`.
+    pub fn records_of(&self, w: usize, since: Instant) -> Vec<&Record> {
+        self.history
+            .iter()
+            .filter(|r| r.worker == w && r.at >= since)
+            .collect()
+    }
+
+    /// How many records the workers of `team` received after `since`.
+    pub fn changes_since(&self, team: usize, since: Instant) -> usize {
+        self.history
+            .iter()
+            .filter(|r| r.at >= since && self.members[r.worker].team == team)
+            .count()
+    }
+
+    /// Whether worker `w`'s stream has ended.
+    pub fn ended(&self, w: usize) -> bool {
+        self.members[w].ended
+    }
+
+    /// Polls every stream once, round robin, recording what arrives.
+    fn poll_members(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let count = self.members.len();
+        for k in 0..count {
+            let w = (self.next_poll + k) % count;
+            let member = &mut self.members[w];
+            let Some(stream) = member.stream.as_mut() else {
+                continue;
+            };
+            match stream.as_mut().poll_next(cx) {
+                Poll::Ready(Some(pair)) => {
+                    member.current = Some(pair.clone());
+                    self.history.push(Record {
+                        worker: w,
+                        pair,
+                        at: Instant::now(),
+                    });
+                    self.next_poll = w + 1;
+                    return Poll::Ready(());
+                }
+                Poll::Ready(None) => {
+                    member.stream = None;
+                    member.ended = true;
+                    return Poll::Ready(());
+                }
+                Poll::Pending => {}
+            }
+        }
+        Poll::Pending
+    }
+
+    /// Records until `done` holds; panics after `within`.
+    pub async fn wait(&mut self, what: &str, within: Duration, done: impl Fn(&Self) -> bool) {
+        let deadline = Instant::now() + within;
+        while !done(self) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                panic!(
+                    "{what}: not reached within {within:?} (interval {:?}); history:\n{}",
+                    l(),
+                    self.render()
+                );
+            }
+            self.step(left.min(l() / 4)).await;
+        }
+    }
+
+    /// Records for `duration`.
+    pub async fn run_for(&mut self, duration: Duration) {
+        let until = Instant::now() + duration;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            self.step(left).await;
+        }
+    }
+
+    /// Records at most one item, waiting at most `limit`.
+    async fn step(&mut self, limit: Duration) {
+        let next = std::future::poll_fn(|cx| self.poll_members(cx));
+        let sleep = A::sleep(limit);
+        futures::pin_mut!(next, sleep);
+        let _ = select(next, sleep).await;
+    }
+
+    /// The holds of the history: from the instant a lease was handed to the
+    /// loop until the worker was handed something else or the lease's
+    /// deadline (as the worker last moved it), whichever is earlier.
+    pub fn holds(&self) -> Vec<Hold> {
+        let mut holds = Vec::new();
+        for (x, r) in self.history.iter().enumerate() {
+            let Some(lease) = &r.pair else { continue };
+            let next = self.history[x + 1..]
+                .iter()
+                .find(|later| later.worker == r.worker)
+                .map(|later| later.at);
+            let end = next.map_or(lease.deadline(), |t| t.min(lease.deadline()));
+            holds.push(Hold {
+                team: self.members[r.worker].team,
+                worker: r.worker,
+                i: lease.i(),
+                n: lease.n(),
+                token: lease.token(),
+                start: r.at,
+                end: end.max(r.at),
+            });
+        }
+        holds
+    }
+
+    /// The history, one line per record, for failure messages.
+    pub fn render(&self) -> String {
+        let t0 = self.history.first().map_or_else(Instant::now, |r| r.at);
+        let mut out = String::new();
+        for r in &self.history {
+            let at = r.at.saturating_duration_since(t0);
+            let pair = match &r.pair {
+                Some(l) => format!(
+                    "({}, {}) token {} valid for {:?}",
+                    l.i(),
+                    l.n(),
+                    l.token(),
+                    l.deadline().saturating_duration_since(r.at)
+                ),
+                None => "idle".to_owned(),
+            };
+            out += &format!(
+                "  {at:>10.3?} team {} worker {}: {pair}\n",
+                self.members[r.worker].team, r.worker
+            );
+        }
+        out
+    }
+
+    /// The checks every scenario ends with: the exclusive lease held, every
+    /// stream started with the idle pair and only changed, and no reply was
+    /// ever rejected.
+    pub fn check(&self) {
+        if std::env::var_os("CONFORMANCE_HISTORY").is_some() {
+            eprintln!("history:\n{}", self.render());
+        }
+        let violations = history::violations(&self.holds());
+        assert!(
+            violations.is_empty(),
+            "exclusivity violated:\n{}\nhistory:\n{}",
+            violations
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n"),
+            self.render()
+        );
+        for (w, m) in self.members.iter().enumerate() {
+            let pairs: Vec<&Option<Lease>> = self
+                .history
+                .iter()
+                .filter(|r| r.worker == w)
+                .map(|r| &r.pair)
+                .collect();
+            if let Some(first) = pairs.first() {
+                assert!(
+                    first.is_none(),
+                    "worker {w} did not start with the idle pair"
+                );
+            }
+            for two in pairs.windows(2) {
+                let changed = match (two[0], two[1]) {
+                    (None, None) => false,
+                    (Some(a), Some(b)) => a.token() != b.token() || a.slot() != b.slot(),
+                    _ => true,
+                };
+                assert!(
+                    changed,
+                    "worker {w} was handed the same pair twice:\n{}",
+                    self.render()
+                );
+            }
+            let rejected = capture::count(&m.name, diag::REPLY_REJECTED);
+            assert_eq!(rejected, 0, "replies were rejected for group {}", m.name);
+        }
+    }
+}
+
+// ----- scenarios ---------------------------------------------------------
+
+fn options(name: &str, mode: Mode) -> Options {
+    Options::new(name, l()).with_mode(mode)
+}
+
+async fn shared<A: Adapter>() -> A::Conn {
+    A::connect(TestRedis::shared().url()).await
+}
+
+/// Settles `count` workers of one group on the shared server and checks they
+/// stay settled.
+async fn settle_and_stay<A: Adapter>(mode: Mode, count: usize) {
+    let conn = shared::<A>().await;
+    let mut group = Group::<A>::default();
+    group.add_many(&conn, 0, &options(&unique_name("settle"), mode), count);
+    group
+        .wait("settled", intervals(10.0), |g| g.settled(0))
+        .await;
+    let before = group.indices(0);
+    let since = Instant::now();
+    group.run_for(intervals(5.0)).await;
+    assert_eq!(
+        group.changes_since(0, since),
+        0,
+        "a settled group changed pairs:\n{}",
+        group.render()
+    );
+    assert!(group.settled(0));
+    assert_eq!(group.indices(0), before);
+    group.check();
+}
+
+/// Scenario 1: a lone worker owns `(0, 1)` within about three intervals.
+pub async fn one_worker_owns_alone<A: Adapter>() {
+    let conn = shared::<A>().await;
+    let mut group = Group::<A>::default();
+    let w = group.add(&conn, 0, options(&unique_name("alone"), Mode::Ranked));
+    group
+        .wait("(0, 1) held", intervals(3.5), |g| {
+            g.held(w).is_some_and(|l| (l.i(), l.n()) == (0, 1))
+        })
+        .await;
+    let lease = group.held(w).expect("held").clone();
+    assert!(lease.is_leader());
+    assert!(lease.token() > 0);
+    group.check();
+}
+
+/// Scenarios 2 and 12: four workers settle on `0..4` of `n = 4` and stay.
+pub async fn four_workers_settle_ranked<A: Adapter>() {
+    settle_and_stay::<A>(Mode::Ranked, 4).await;
+}
+
+/// Scenarios 2 and 12, in the original's counting mode.
+pub async fn four_workers_settle_arrival<A: Adapter>() {
+    settle_and_stay::<A>(Mode::Arrival, 4).await;
+}
+
+/// Scenario 3: three settled workers, a fourth joins, all settle on `n = 4`;
+/// in `Ranked` mode the settled ones keep their indices.
+async fn join<A: Adapter>(mode: Mode) {
+    let conn = shared::<A>().await;
+    let mut group = Group::<A>::default();
+    let o = options(&unique_name("join"), mode);
+    group.add_many(&conn, 0, &o, 3);
+    group
+        .wait("three settled", intervals(10.0), |g| g.settled(0))
+        .await;
+    let before = group.indices(0);
+    let newcomer = group.add(&conn, 0, o);
+    group
+        .wait("four settled", intervals(10.0), |g| g.settled(0))
+        .await;
+    if mode == Mode::Ranked {
+        let after: Vec<(usize, u32)> = group
+            .indices(0)
+            .into_iter()
+            .filter(|(w, _)| *w != newcomer)
+            .collect();
+        assert_eq!(after, before, "settled workers moved:\n{}", group.render());
+        assert_eq!(group.held(newcomer).map(Lease::i), Some(3));
+    }
+    group.check();
+}
+
+/// Scenario 3 in `Ranked` mode.
+pub async fn join_ranked_keeps_indices<A: Adapter>() {
+    join::<A>(Mode::Ranked).await;
+}
+
+/// Scenario 3 in `Arrival` mode.
+pub async fn join_arrival<A: Adapter>() {
+    join::<A>(Mode::Arrival).await;
+}
+
+/// Scenario 4: a worker leaves through its cancellation token: its stream
+/// yields the idle pair once, then ends; the others settle on `n - 1`.
+pub async fn leave_by_cancellation<A: Adapter>() {
+    let conn = shared::<A>().await;
+    let mut group = Group::<A>::default();
+    group.add_many(&conn, 0, &options(&unique_name("leave"), Mode::Ranked), 3);
+    group
+        .wait("three settled", intervals(10.0), |g| g.settled(0))
+        .await;
+    let since = Instant::now();
+    group.cancel(1);
+    group
+        .wait("cancelled stream ended", intervals(2.0), |g| g.ended(1))
+        .await;
+    let after: Vec<bool> = group
+        .records_of(1, since)
+        .iter()
+        .map(|r| r.pair.is_some())
+        .collect();
+    assert_eq!(
+        after,
+        [false],
+        "after cancellation: idle once, then the end"
+    );
+    group
+        .wait("two settled", intervals(10.0), |g| g.settled(0))
+        .await;
+    group.check();
+}
+
+/// Scenario 5: a worker's stream is dropped without cancellation; the
+/// others settle on `n - 1`.
+pub async fn crash_without_cancellation<A: Adapter>() {
+    let conn = shared::<A>().await;
+    let mut group = Group::<A>::default();
+    group.add_many(&conn, 0, &options(&unique_name("crash"), Mode::Ranked), 3);
+    group
+        .wait("three settled", intervals(10.0), |g| g.settled(0))
+        .await;
+    group.crash(0);
+    group
+        .wait("two settled", intervals(10.0), |g| g.settled(0))
+        .await;
+    group.check();
+}
+
+/// Scenario 6: Redis restarts (all data lost); the group stands down at most
+/// briefly and settles again.
+pub async fn redis_restart<A: Adapter>() {
+    let mut server = RedisServer::start().expect("redis-server");
+    let conn = A::connect(server.url()).await;
+    let mut group = Group::<A>::default();
+    group.add_many(&conn, 0, &options(&unique_name("restart"), Mode::Ranked), 3);
+    group
+        .wait("settled", intervals(10.0), |g| g.settled(0))
+        .await;
+    server.restart().expect("restart");
+    let restarted = Instant::now();
+    group
+        .wait("idle or changed after the restart", intervals(4.0), |g| {
+            g.changes_since(0, restarted) > 0
+        })
+        .await;
+    group
+        .wait("settled after the restart", intervals(12.0), |g| {
+            g.settled(0)
+        })
+        .await;
+    group.check();
+}
+
+/// Scenario 7: Redis is paused for longer than a lease can last: every
+/// worker goes idle (the lease expires), then the group settles again.
+pub async fn redis_paused_longer_than_the_gap<A: Adapter>() {
+    let mut server = RedisServer::start().expect("redis-server");
+    let conn = A::connect(server.url()).await;
+    let mut group = Group::<A>::default();
+    let name = unique_name("pause");
+    group.add_many(&conn, 0, &options(&name, Mode::Ranked), 2);
+    group
+        .wait("settled", intervals(10.0), |g| g.settled(0))
+        .await;
+    // A Ranked lease lasts until the end of the interval after its
+    // registration's: pausing for 4 intervals makes it run out.
+    server.pause(intervals(4.0)).expect("pause");
+    group
+        .wait("all idle during the pause", intervals(4.0), |g| {
+            g.all_idle(0)
+        })
+        .await;
+    assert!(
+        capture::count(&name, diag::LEASE_EXPIRED) > 0,
+        "no lease expired"
+    );
+    group
+        .wait("settled after the pause", intervals(14.0), |g| g.settled(0))
+        .await;
+    group.check();
+}
+
+/// Scenario 8: `SCRIPT FLUSH` while a group is settled: the adapter reloads
+/// the script (`script loaded`) and the group is settled afterwards.
+pub async fn script_flush<A: Adapter>() {
+    let server = RedisServer::start().expect("redis-server");
+    let conn = A::connect(server.url()).await;
+    let mut group = Group::<A>::default();
+    let name = unique_name("flush");
+    group.add_many(&conn, 0, &options(&name, Mode::Ranked), 2);
+    group
+        .wait("settled", intervals(10.0), |g| g.settled(0))
+        .await;
+    let loaded = capture::count(&name, diag::SCRIPT_LOADED);
+    server.command(&["SCRIPT", "FLUSH"]).expect("SCRIPT FLUSH");
+    group
+        .wait("script loaded again", intervals(3.0), |_| {
+            capture::count(&name, diag::SCRIPT_LOADED) > loaded
+        })
+        .await;
+    group
+        .wait("settled after the flush", intervals(10.0), |g| g.settled(0))
+        .await;
+    let sha = capture::events(&name)
+        .into_iter()
+        .rfind(|e| e.message == diag::SCRIPT_LOADED)
+        .and_then(|e| e.fields.get("sha").cloned());
+    assert_eq!(
+        sha.as_deref(),
+        Some(lease_core::Script::for_mode(Mode::Ranked).sha1())
+    );
+    group.check();
+}
+
+/// Scenario 9: a group on a Redis Cluster settles.
+pub async fn redis_cluster<A: Adapter>() {
+    let cluster = RedisCluster::start(RedisCluster::DEFAULT_MASTERS).expect("cluster");
+    let conn = A::connect_cluster(&cluster.urls()).await;
+    let mut group = Group::<A>::default();
+    for (team, mode) in [(0, Mode::Ranked), (1, Mode::Arrival)] {
+        group.add_many(&conn, team, &options(&unique_name("cluster"), mode), 3);
+    }
+    group
+        .wait("settled on the cluster", intervals(10.0), |g| {
+            g.settled(0) && g.settled(1)
+        })
+        .await;
+    group.check();
+}
+
+/// Scenario 10: groups with the same name under different prefixes, and
+/// different names under one prefix, are independent.
+pub async fn groups_and_prefixes_are_isolated<A: Adapter>() {
+    let conn = shared::<A>().await;
+    let mut group = Group::<A>::default();
+    let (x, y) = (unique_name("iso-x"), unique_name("iso-y"));
+    let teams = [(&x, "a:", 2), (&x, "b:", 3), (&y, "a:", 1), (&x, "", 1)];
+    for (team, (name, prefix, count)) in teams.into_iter().enumerate() {
+        let o = options(name, Mode::Ranked).with_prefix(prefix);
+        group.add_many(&conn, team, &o, count);
+    }
+    group
+        .wait("every group settled on its own n", intervals(10.0), |g| {
+            (0..teams.len()).all(|t| g.settled(t))
+        })
+        .await;
+    group.check();
+}
+
+/// Scenario 11: invalid options are rejected with typed errors.
+pub async fn bad_options_are_rejected<A: Adapter>() {
+    let conn = shared::<A>().await;
+    let cases = [
+        (Options::new("", l()), OptionsError::EmptyName),
+        (Options::new("a{b}", l()), OptionsError::NameHasBrace('{')),
+        (
+            Options::new("g", l()).with_gap(0.7),
+            OptionsError::GapOutOfRange(0.7),
+        ),
+        (
+            Options::new("g", Duration::ZERO),
+            OptionsError::IntervalTooShort(Duration::ZERO),
+        ),
+    ];
+    for (options, expected) in cases {
+        match A::discover(&conn, options.clone(), CancellationToken::new()) {
+            Err(e) => assert_eq!(e, expected, "{options:?}"),
+            Ok(_) => panic!("accepted {options:?}"),
+        }
+    }
+}
+
+/// The original's 13 messages, their levels and fields (besides `name`).
+const TABLE: [(&str, tracing::Level, &[&str]); 13] = {
+    use tracing::Level as L;
+    [
+        (
+            diag::REGISTRATION_FAILED,
+            L::ERROR,
+            &["error", "attempt", "delay"],
+        ),
+        (diag::LEASE_EXPIRED, L::WARN, &["interval", "after"]),
+        (
+            diag::DISCOVER_STARTED,
+            L::INFO,
+            &["interval", "gap", "prefix", "registry"],
+        ),
+        (diag::DISCOVER_STOPPED, L::INFO, &["reason"]),
+        (diag::PAIR_DISAGREED, L::DEBUG, &["i", "n", "pi", "pn"]),
+        (diag::SCRIPT_LOADED, L::DEBUG, &["sha"]),
+        (
+            diag::REGISTRATION_COMPLETED,
+            L::TRACE,
+            &["interval", "index", "replicas", "skew"],
+        ),
+        (diag::LEASE_GRANTED, L::TRACE, &["i", "n"]),
+        (diag::LEASE_RELEASED, L::TRACE, &["i", "n"]),
+        (diag::PAIR_AGREED, L::TRACE, &["i", "n"]),
+        (diag::NO_PAIR_IMPLIED, L::TRACE, &["pi", "pn"]),
+        (
+            diag::NEXT_REGISTRATION_SCHEDULED,
+            L::TRACE,
+            &["delay", "expires"],
+        ),
+        (diag::PAIR_HANDED_TO_THE_LOOP, L::TRACE, &["i", "n"]),
+    ]
+};
+
+/// Scenario 13: over a run with a grant, a release, an expiry, failures,
+/// `NOSCRIPT` recovery and a cancel, every message of the original's table
+/// appears with its level and exactly its fields, and no field carries the
+/// Redis URL.
+pub async fn every_diagnostic_is_emitted<A: Adapter>() {
+    let mut server =
+        RedisServer::start_with_args(&["--requirepass", "s3cret-pw"]).expect("redis-server");
+    let url = server.url().to_owned();
+    let conn = A::connect(&url).await;
+    let mut group = Group::<A>::default();
+    let name = unique_name("diag");
+    let w = group.add(&conn, 0, options(&name, Mode::Ranked).with_prefix("d:"));
+    let dropped = group.add(&conn, 1, options(&unique_name("diag-drop"), Mode::Ranked));
+    let held = |g: &Group<A>| g.held(w).is_some();
+    group.wait("granted", intervals(4.0), held).await;
+
+    // An expiry: pause longer than the lease lasts.
+    server.pause(intervals(4.0)).expect("pause");
+    group
+        .wait("expired", intervals(4.0), |g| g.is_idle(w))
+        .await;
+    group
+        .wait("granted after the pause", intervals(14.0), held)
+        .await;
+
+    // Failures while the server is down (two intervals, so that at least
+    // one registration falls due), then NOSCRIPT on the new server.
+    let dropped_name = group.members[dropped].name.clone();
+    let failed = capture::count(&name, diag::REGISTRATION_FAILED);
+    let loaded = || {
+        capture::count(&name, diag::SCRIPT_LOADED)
+            + capture::count(&dropped_name, diag::SCRIPT_LOADED)
+    };
+    let loaded_before = loaded();
+    server.stop().expect("stop");
+    group.run_for(intervals(2.0)).await;
+    server.start_again().expect("start again");
+    let restarted = Instant::now();
+    group
+        .wait("granted after the restart", intervals(14.0), |g| {
+            g.records_of(w, restarted)
+                .iter()
+                .any(|r| r.pair.as_ref().is_some_and(Lease::is_valid))
+                && held(g)
+        })
+        .await;
+
+    assert!(
+        capture::count(&name, diag::REGISTRATION_FAILED) > failed,
+        "no registration failed while the server was down"
+    );
+    assert!(loaded() > loaded_before, "the script was not loaded again");
+
+    group.crash(dropped);
+    group.cancel(w);
+    group
+        .wait("cancelled and dropped", intervals(2.0), |g| {
+            g.ended(w) && capture::count(&dropped_name, diag::DISCOVER_STOPPED) > 0
+        })
+        .await;
+    group.check();
+
+    let events = capture::events(&name);
+    for (message, level, fields) in TABLE {
+        let seen: Vec<&capture::Captured> =
+            events.iter().filter(|e| e.message == message).collect();
+        assert!(!seen.is_empty(), "{message:?} never emitted");
+        for e in seen {
+            assert_eq!(e.level, level, "level of {message:?}");
+            let mut expected: Vec<&str> = fields.to_vec();
+            expected.push("name");
+            expected.sort_unstable();
+            let got: Vec<&str> = e.fields.keys().map(String::as_str).collect();
+            assert_eq!(got, expected, "fields of {message:?}");
+        }
+    }
+    let started = events
+        .iter()
+        .find(|e| e.message == diag::DISCOVER_STARTED)
+        .expect("started");
+    assert_eq!(started.fields["registry"], A::REGISTRY);
+    assert_eq!(started.fields["prefix"], "d:");
+    let stopped = |n: &str| {
+        capture::events(n)
+            .into_iter()
+            .filter(|e| e.message == diag::DISCOVER_STOPPED)
+            .map(|e| e.fields["reason"].clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(stopped(&name), ["abort"]);
+    assert_eq!(stopped(&group.members[dropped].name), ["closed"]);
+    let expired = events.iter().any(|e| e.message == diag::LEASE_EXPIRED);
+    assert!(expired);
+
+    for e in events
+        .iter()
+        .chain(&capture::events(&group.members[dropped].name))
+    {
+        for (field, value) in &e.fields {
+            assert!(
+                !value.contains(&url) && !value.contains("redis://") && !value.contains("s3cret"),
+                "{:?} field {field} = {value:?} carries the URL or password",
+                e.message
+            );
+        }
+    }
+}
