@@ -52,8 +52,11 @@ impl SkewEstimate {
         let check = match self.sample {
             None => SkewCheck::Consistent,
             Some(old) => {
-                let earliest = sent + old.offset - tolerance;
-                let latest = received + old.offset + tolerance;
+                // The stored offset is itself uncertain by half its round
+                // trip: a slow sample that executed late reads high.
+                let slack = tolerance + old.rtt / 2;
+                let earliest = sent + old.offset - slack;
+                let latest = received + old.offset + slack;
                 if server < earliest {
                     SkewCheck::Jumped {
                         by: server - earliest,
@@ -154,6 +157,20 @@ mod tests {
             s.observe(20_000, 20_010, 15_000, 50, 1_000_000),
             SkewCheck::Jumped { by } if by < 0
         ));
+    }
+
+    #[test]
+    fn a_slow_first_sample_does_not_make_the_next_fast_reply_a_jump() {
+        let mut s = SkewEstimate::default();
+        // True offset 10_000. A 100 ms round trip that executed 99.5 ms after
+        // the send: the midpoint estimate reads 49.5 ms high.
+        s.observe(0, 100_000, 10_000 + 99_500, 45_000, 10_000_000);
+        // A fast reply now must not look like a 4.5 ms backwards jump.
+        assert_eq!(
+            s.observe(200_000, 201_000, 10_000 + 200_500, 45_000, 10_000_000),
+            SkewCheck::Consistent
+        );
+        assert_eq!(s.offset(), Some(10_000));
     }
 
     #[test]
