@@ -1,0 +1,333 @@
+//! `lease inspect` and `lease run` against real redis-server processes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use lease_testkit::{RedisServer, test_interval, unique_name};
+use rustix::process::{Pid, Signal, kill_process};
+
+const LEASE: &str = env!("CARGO_BIN_EXE_lease");
+
+fn lease(args: &[&str]) -> Output {
+    Command::new(LEASE)
+        .args(args)
+        .env_remove("REDIS_URL")
+        .output()
+        .expect("lease runs")
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn temp_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(unique_name("lease-cli-test"));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn interval_ms() -> String {
+    test_interval().as_millis().to_string()
+}
+
+/// Waits until `f` returns something, for at most `limit`.
+fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let until = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() > until {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The child's exit, within `limit`.
+fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    wait_for(limit, || child.try_wait().unwrap())
+}
+
+fn sigterm(child: &Child) {
+    kill_process(Pid::from_child(child), Signal::TERM).unwrap();
+}
+
+/// Starts `lease run` with a shell command.
+fn start_run(url: &str, name: &str, script: &str, dir: &Path) -> Child {
+    Command::new(LEASE)
+        .args([
+            "run",
+            "--redis",
+            url,
+            "--name",
+            name,
+            "--interval",
+            &interval_ms(),
+            "--drain-timeout",
+            "3000",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .env("DIR", dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lease run starts")
+}
+
+fn read(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .filter(|s| s.ends_with('\n'))
+}
+
+#[test]
+fn run_hands_the_command_its_pair_and_stops_it_with_sigterm_on_cancel() {
+    let server = RedisServer::start().unwrap();
+    let dir = temp_dir();
+    let name = unique_name("run");
+    // The command of the issue, plus a trap that records the SIGTERM.
+    let script = r#"trap 'echo term > "$DIR/term"; exit 0' TERM
+echo $LEASE_I $LEASE_N $LEASE_TOKEN $LEASE_NAME > "$DIR/env"
+sleep 100"#;
+    let mut run = start_run(server.url(), &name, script, &dir);
+    let limit = test_interval() * 12 + Duration::from_secs(5);
+    let env = wait_for(limit, || read(&dir.join("env"))).expect("the command started");
+    let fields: Vec<&str> = env.split_whitespace().collect();
+    assert_eq!(fields[..2], ["0", "1"], "{env}");
+    let token: u64 = fields[2].parse().expect("a numeric fencing token");
+    assert!(token > 0);
+    assert_eq!(fields[3], name);
+
+    // inspect sees the same group, in force.
+    let out = lease(&[
+        "inspect",
+        "--redis",
+        server.url(),
+        "--name",
+        &name,
+        "--interval",
+        &interval_ms(),
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for what in [
+        "server time",
+        "mode         ranked",
+        "k-1",
+        "k-2",
+        "k-3",
+        "1 members",
+    ] {
+        assert!(stdout.contains(what), "{what:?} missing from\n{stdout}");
+    }
+    assert!(stdout.contains("agree: holds (0, 1) during k"), "{stdout}");
+
+    // Cancel: the command gets SIGTERM, lease run exits 0.
+    sigterm(&run);
+    let status = wait_exit(&mut run, Duration::from_secs(10)).expect("lease run exits");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(run.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{status:?}\n{stderr}");
+    assert_eq!(
+        read(&dir.join("term")).as_deref(),
+        Some("term\n"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("SIGTERM: standing down"), "{stderr}");
+    assert!(stderr.contains("stopped the command"), "{stderr}");
+}
+
+#[test]
+fn two_runs_split_the_group_and_the_survivor_takes_it_all() {
+    let server = RedisServer::start().unwrap();
+    let (dir_a, dir_b) = (temp_dir(), temp_dir());
+    let name = unique_name("split");
+    let script = r#"echo $LEASE_I $LEASE_N >> "$DIR/pairs"; exec sleep 100"#;
+    let mut a = start_run(server.url(), &name, script, &dir_a);
+    let mut b = start_run(server.url(), &name, script, &dir_b);
+    let last =
+        |dir: &Path| read(&dir.join("pairs")).and_then(|s| s.lines().last().map(str::to_owned));
+    let limit = test_interval() * 20 + Duration::from_secs(5);
+    let both = wait_for(limit, || {
+        let (x, y) = (last(&dir_a)?, last(&dir_b)?);
+        (x.ends_with(" 2") && y.ends_with(" 2")).then_some((x, y))
+    })
+    .expect("both run on n = 2");
+    assert_ne!(both.0, both.1, "distinct slots");
+
+    // b stands down; a takes the whole group.
+    sigterm(&b);
+    assert!(
+        wait_exit(&mut b, Duration::from_secs(10))
+            .unwrap()
+            .success()
+    );
+    let alone = wait_for(limit, || last(&dir_a).filter(|l| l == "0 1"));
+    assert!(alone.is_some(), "{:?}", read(&dir_a.join("pairs")));
+    sigterm(&a);
+    assert!(
+        wait_exit(&mut a, Duration::from_secs(10))
+            .unwrap()
+            .success()
+    );
+}
+
+#[test]
+fn inspect_reads_arrival_counters_and_hides_the_password() {
+    let server = RedisServer::start_with_args(&["--requirepass", "s3cret"]).unwrap();
+    let url = server.url().to_owned();
+    assert!(
+        url.contains("s3cret"),
+        "the testkit puts the password in the URL"
+    );
+    let name = unique_name("arrival");
+    // An Arrival group of 2, settled: counters of k-2 and k-1 are 2.
+    let l: u64 = 60_000;
+    let inspect = || {
+        let time = server.command(&["TIME"]).unwrap();
+        let parts = time.as_array().unwrap();
+        let sec: u64 = parts[0].as_str().unwrap().parse().unwrap();
+        let usec: u64 = parts[1].as_str().unwrap().parse().unwrap();
+        let k = (sec * 1000 + usec / 1000) / l;
+        for (d, v) in [(0, "1"), (1, "2"), (2, "2")] {
+            let key = format!("{{{name}}}:{}", k - d);
+            server.command(&["SET", &key, v, "PX", "30000"]).unwrap();
+        }
+        lease(&[
+            "inspect",
+            "--redis",
+            &url,
+            "--name",
+            &name,
+            "--interval",
+            &l.to_string(),
+        ])
+    };
+    let out = inspect();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("s3cret") && !stderr.contains("s3cret"));
+    assert!(stdout.contains(":***@"), "{stdout}");
+    assert!(stdout.contains("arrival (from the key types)"), "{stdout}");
+    assert!(stdout.contains("counter = 1 so far"), "{stdout}");
+    assert!(stdout.contains("counts agree (2 and 2)"), "{stdout}");
+
+    // A wrong password: the server answered, so it is not "unreachable".
+    let wrong = url.replace("s3cret", "wrong-pw");
+    let out = lease(&["inspect", "--redis", &wrong, "--name", &name]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stderr.contains("refused the connection"), "{stderr}");
+    assert!(!stderr.contains("wrong-pw"), "{stderr}");
+
+    // A group nobody registered in.
+    let out = lease(&["inspect", "--redis", &url, "--name", "nobody-here"]);
+    assert!(out.status.success());
+    assert!(text(&out).0.contains("No keys"), "{}", text(&out).0);
+}
+
+#[test]
+fn bad_urls_bad_names_and_unreachable_servers_have_their_own_exit_codes() {
+    // Bad URL: 2.
+    for url in ["not-a-url", "http://h/", "rediss://u:pw@127.0.0.1/"] {
+        let out = lease(&["inspect", "--redis", url, "--name", "g"]);
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{url}: {stderr}");
+        assert!(stderr.starts_with("lease: invalid options: "), "{stderr}");
+        assert!(!stderr.contains("pw@"), "{stderr}");
+    }
+    // Bad name: 2, before connecting anywhere.
+    for name in ["bad{name}", "", "two words"] {
+        let out = lease(&[
+            "run",
+            "--redis",
+            "redis://127.0.0.1:1/",
+            "--name",
+            name,
+            "--interval",
+            "300",
+            "--",
+            "true",
+        ]);
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{name:?}: {stderr}");
+        assert!(stderr.contains("group name"), "{stderr}");
+    }
+    // Unreachable: 3, without the password.
+    let url = "redis://user:hunter2@127.0.0.1:1/";
+    for args in [
+        vec!["inspect", "--redis", url, "--name", "g"],
+        vec![
+            "run",
+            "--redis",
+            url,
+            "--name",
+            "g",
+            "--interval",
+            "300",
+            "--",
+            "true",
+        ],
+    ] {
+        let out = lease(&args);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {stderr}");
+        assert!(stderr.contains("Redis unreachable"), "{stderr}");
+        assert!(stderr.contains("redis://user:***@127.0.0.1:1/"), "{stderr}");
+        assert!(!stdout.contains("hunter2") && !stderr.contains("hunter2"));
+    }
+    // Usage: a missing command, an unknown flag.
+    let out = lease(&[
+        "run",
+        "--redis",
+        "redis://h/",
+        "--name",
+        "g",
+        "--interval",
+        "300",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = lease(&["inspect", "--bogus"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn help_explains_each_subcommand() {
+    let out = lease(&["--help"]);
+    let (stdout, _) = text(&out);
+    assert!(out.status.success());
+    assert!(stdout.contains("inspect") && stdout.contains("run") && stdout.contains("Exit codes"));
+    let out = lease(&["inspect", "--help"]);
+    let (stdout, _) = text(&out);
+    for flag in [
+        "--redis",
+        "--name",
+        "--prefix",
+        "--interval",
+        "--mode",
+        "REDIS_URL",
+    ] {
+        assert!(stdout.contains(flag), "{flag} missing from inspect --help");
+    }
+    let out = lease(&["run", "--help"]);
+    let (stdout, _) = text(&out);
+    for what in [
+        "--interval",
+        "--gap",
+        "--mode",
+        "--drain-timeout",
+        "LEASE_I",
+        "LEASE_TOKEN",
+        "SIGTERM",
+    ] {
+        assert!(stdout.contains(what), "{what} missing from run --help");
+    }
+}
