@@ -13,15 +13,18 @@
 //! | `redis-scale` | real Redis: 10,000 groups over one connection |
 //! | `redis-throughput` | real Redis: registrations per second against `redis-benchmark` |
 //!
-//! The criterion benchmarks of each `handle_*` call live with the core
-//! (`crates/lease-core/benches/handle.rs`). The shell scripts
-//! `scripts/bench-*.sh` run these in release mode.
+//! The criterion benchmarks of each `handle_*` call are `benches/core.rs`
+//! (`cargo bench -p lease-bench --bench core`), on the hand-driven worker of
+//! [`steady`]. The shell scripts `scripts/bench-*.sh` run all of these in
+//! release mode.
 //!
 //! Every figure is a ratio or a count measured in one run, or a time stated
 //! with the machine it came from; nothing here asserts on time.
 
 use std::fmt::Write as _;
 use std::time::Duration;
+
+pub mod steady;
 
 /// A description of the machine, for the header of every table: CPU model,
 /// cores available to this process, memory, kernel.
