@@ -285,7 +285,13 @@ fn report(
             }
             Content::Counter(c) => {
                 let _ = writeln!(out, "          counter = {c}{so_far}");
-                if *c > 0 {
+                if *c == 1 {
+                    let _ = writeln!(
+                        out,
+                        "          position 0 implies (0, 1); Arrival keeps no identities: each worker \
+                         knows its own index"
+                    );
+                } else if *c > 1 {
                     let last = c - 1;
                     let _ = writeln!(
                         out,
