@@ -1,0 +1,111 @@
+//! Metrics through the [`metrics`](https://docs.rs/metrics) facade (feature
+//! `metrics`). Nothing is recorded unless the application installs a
+//! recorder. Every metric carries the label `name` (the group name).
+//!
+//! | metric | kind | meaning |
+//! |---|---|---|
+//! | [`IS_OWNER`] | gauge | 1 while a lease is held, else 0 |
+//! | [`INDEX`] | gauge | `i` of the lease held, -1 while idle |
+//! | [`REPLICAS`] | gauge | `n` of the lease held, -1 while idle |
+//! | [`STAND_DOWNS`] | counter | leases given back, for any reason |
+//! | [`EXPIRIES`] | counter | leases that ran out without a renewal |
+//! | [`REGISTRATION_SECONDS`] | histogram | round trip of each answered registration |
+#![cfg_attr(not(feature = "metrics"), allow(dead_code, unreachable_pub))]
+
+use std::time::Duration;
+
+use lease_core::Event;
+#[cfg(feature = "metrics")]
+use lease_core::ReleaseReason;
+
+/// Gauge: 1 while this worker holds a lease, else 0.
+pub const IS_OWNER: &str = "lease_is_owner";
+/// Gauge: the index `i` of the lease held, -1 while idle.
+pub const INDEX: &str = "lease_index";
+/// Gauge: the group size `n` of the lease held, -1 while idle.
+pub const REPLICAS: &str = "lease_replicas";
+/// Counter: leases given back (stand-downs), whatever the reason.
+pub const STAND_DOWNS: &str = "lease_stand_downs_total";
+/// Counter: leases that ran out because no renewal arrived in time.
+pub const EXPIRIES: &str = "lease_expiries_total";
+/// Histogram: round-trip time of each answered registration, in seconds.
+pub const REGISTRATION_SECONDS: &str = "lease_registration_seconds";
+
+/// The handles of one worker's metrics.
+#[cfg(feature = "metrics")]
+pub(crate) struct Metrics {
+    is_owner: metrics::Gauge,
+    index: metrics::Gauge,
+    replicas: metrics::Gauge,
+    stand_downs: metrics::Counter,
+    expiries: metrics::Counter,
+    latency: metrics::Histogram,
+}
+
+#[cfg(feature = "metrics")]
+impl Metrics {
+    pub(crate) fn new(name: &str) -> Self {
+        let label = [("name", name.to_owned())];
+        let m = Self {
+            is_owner: metrics::gauge!(IS_OWNER, &label),
+            index: metrics::gauge!(INDEX, &label),
+            replicas: metrics::gauge!(REPLICAS, &label),
+            stand_downs: metrics::counter!(STAND_DOWNS, &label),
+            expiries: metrics::counter!(EXPIRIES, &label),
+            latency: metrics::histogram!(REGISTRATION_SECONDS, &label),
+        };
+        m.idle();
+        m
+    }
+
+    pub(crate) fn event(&self, event: &Event) {
+        match event {
+            Event::Pair(Some(lease)) => {
+                self.is_owner.set(1.0);
+                self.index.set(f64::from(lease.i()));
+                self.replicas.set(f64::from(lease.n()));
+            }
+            Event::Pair(None) => self.idle(),
+            Event::Released(r) => {
+                self.stand_downs.increment(1);
+                if r.reason == ReleaseReason::Expired {
+                    self.expiries.increment(1);
+                }
+            }
+            Event::Stopped => {}
+        }
+    }
+
+    pub(crate) fn latency(&self, rtt: Duration) {
+        self.latency.record(rtt.as_secs_f64());
+    }
+
+    fn idle(&self) {
+        self.is_owner.set(0.0);
+        self.index.set(-1.0);
+        self.replicas.set(-1.0);
+    }
+}
+
+/// A worker that is dropped holds nothing any more.
+#[cfg(feature = "metrics")]
+impl Drop for Metrics {
+    fn drop(&mut self) {
+        self.idle();
+    }
+}
+
+/// Without the feature: nothing.
+#[cfg(not(feature = "metrics"))]
+pub(crate) struct Metrics;
+
+#[cfg(not(feature = "metrics"))]
+impl Metrics {
+    pub(crate) fn new(_name: &str) -> Self {
+        Self
+    }
+
+    pub(crate) fn event(&self, _event: &Event) {}
+
+    pub(crate) fn latency(&self, _rtt: Duration) {}
+}
