@@ -24,6 +24,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+pub mod redis;
 pub mod steady;
 
 /// A description of the machine, for the header of every table: CPU model,

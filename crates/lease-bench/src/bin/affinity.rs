@@ -7,7 +7,8 @@
 //!   *between settled workers* (not to the newcomer).
 //! - `n -> n-1`, tail departure (the worker with index `n-1` leaves).
 //! - `n -> n-1`, departure of index 0 (the indices above shift down by one:
-//!   the worst case of a departure, in either counting mode).
+//!   the worst case of a departure, in either counting mode), and of a
+//!   uniformly random index, averaged over the `n` indices.
 //! - `n -> n+1`, newcomer at a uniformly random index (`Arrival`: the
 //!   newcomer's first registration lands anywhere in the arrival order, and
 //!   every index after it shifts up), averaged over the `n+1` positions.
@@ -66,6 +67,7 @@ fn main() {
         "n→n+1 join at a random index (Arrival)",
         "n→n−1 tail departure",
         "n→n−1 departure of index 0",
+        "n→n−1 departure at a random index",
         "ideal 1/(n+1), 1/n",
     ]);
     for n in SIZES {
@@ -73,6 +75,16 @@ fn main() {
             let join_tail = moved_fraction(mapping, n, n + 1, KEYS);
             let leave_tail = moved_fraction(mapping, n, n - 1, KEYS);
             let leave_head = moved_relabelled(mapping, n, n - 1, |i| i.checked_sub(1));
+            let leave_random = (0..n)
+                .map(|j| {
+                    moved_relabelled(mapping, n, n - 1, |i| match i.cmp(&j) {
+                        std::cmp::Ordering::Less => Some(i),
+                        std::cmp::Ordering::Equal => None,
+                        std::cmp::Ordering::Greater => Some(i - 1),
+                    })
+                })
+                .sum::<f64>()
+                / f64::from(n);
             let join_random = (0..=n)
                 .map(|p| {
                     moved_relabelled(mapping, n, n + 1, |i| Some(if i < p { i } else { i + 1 }))
@@ -87,6 +99,7 @@ fn main() {
                 pct(join_random),
                 pct(leave_tail),
                 pct(leave_head),
+                pct(leave_random),
                 format!(
                     "{}, {}",
                     pct(1.0 / f64::from(n + 1)),

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# docs/benchmarks.md, "Real Redis": each table starts its own redis-server on
+# a free loopback port (lease-testkit), never the system's 6379.
+#   scripts/bench-redis.sh settled     16 workers, 1,000 intervals at 300/200/100/75/50 ms (~13 min)
+#   scripts/bench-redis.sh scale       10,000 groups over one connection, L = 1 s, both modes (~3 min)
+#   scripts/bench-redis.sh throughput  registrations/s against redis-benchmark (~1 min)
+#   scripts/bench-redis.sh all         the three, in this order
+# Arguments after the table's name go to its binary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+for tool in redis-server redis-benchmark; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "$tool not found: install the Debian package redis-server (scripts/test.sh does)" >&2
+    exit 1
+  fi
+done
+what="${1:-all}"
+shift || true
+cargo build -q --release -p lease-bench --bins
+bin=target/release
+[ -n "${CARGO_TARGET_DIR:-}" ] && bin="$CARGO_TARGET_DIR/release"
+case "$what" in
+  settled) "$bin/redis-settled" "$@" ;;
+  scale) "$bin/redis-scale" "$@" ;;
+  throughput) "$bin/redis-throughput" "$@" ;;
+  all)
+    "$bin/redis-settled"
+    "$bin/redis-scale"
+    "$bin/redis-throughput"
+    ;;
+  *) echo "usage: $0 [settled|scale|throughput|all] [args]" >&2; exit 2 ;;
+esac

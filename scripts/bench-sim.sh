@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# docs/benchmarks.md, "Simulator": Ranked against Arrival with the same seeds
+# in every regime of the research model (50 seeds per cell, virtual time).
+# Extra arguments go to the binary (--seeds N, --regime SUBSTRING, --per-seed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo run -q --release -p lease-bench --bin sim-figures -- "$@"
