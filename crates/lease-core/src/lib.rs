@@ -9,8 +9,9 @@
 //! This crate does no I/O and reads no clock: time is an argument, the
 //! randomness a [`Token`] passed in. It holds everything the adapters share:
 //! option validation ([`Options`]), the Lua scripts ([`Script`]), reply
-//! parsing ([`Reply`]), the [`Worker`] state machine, diagnostics ([`diag`])
-//! and ownership helpers ([`ownership`]).
+//! parsing ([`Reply`]), the [`Worker`] state machine, diagnostics ([`diag`]),
+//! ownership helpers ([`ownership`]), and what every adapter's I/O loop
+//! shares ([`driver`], with [`metrics`]).
 //!
 //! ```
 //! use std::time::{Duration, Instant};
@@ -32,8 +33,10 @@
 
 mod clock;
 pub mod diag;
+pub mod driver;
 mod event;
 mod lease;
+pub mod metrics;
 mod options;
 pub mod ownership;
 mod reply;

@@ -40,10 +40,11 @@
 //!
 //! # Ending
 //!
-//! Cancel the [`CancellationToken`] given with [`Options::with_cancel`] to
-//! stand down: the stream yields the idle pair once if a lease is held, then
-//! ends, so the loop body drains exactly where it already handles losing a
-//! lease (see `examples/mail_sender.rs` for `SIGTERM`). Dropping the stream
+//! Cancel the [`CancellationToken`](tokio_util::sync::CancellationToken)
+//! given with [`Options::with_cancel`] to stand down: the stream yields the
+//! idle pair once if a lease is held, then ends, so the loop body drains
+//! exactly where it already handles losing a lease (see
+//! `examples/mail_sender.rs` for `SIGTERM`). Dropping the stream
 //! stops the worker at once; draining is then up to you. Either way the
 //! worker stays counted in the interval it last registered in, so its slot
 //! goes unowned for up to about one interval, exactly as after a crash.
@@ -70,172 +71,23 @@
 //! and `pair handed to the loop`. No field carries a URL or a password.
 //! With the `metrics` feature, the `metrics` module describes the metrics
 //! recorded through the `metrics` facade.
+//!
+//! # Features
+//!
+//! * `tokio` (default): the tokio driver ([`discover`]). Without it, this
+//!   crate is only [`RedisRs`], the runtime-agnostic redis-rs side of a
+//!   registration, which `lease-smol` shares.
+//! * `metrics`: record metrics (see the `metrics` module).
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "tokio")]
 mod driver;
+mod redis_rs;
+
+#[cfg(feature = "tokio")]
+pub use driver::{Discover, Options, discover};
+pub use lease_core::driver::Pair;
 #[cfg(feature = "metrics")]
-pub mod metrics;
-#[cfg(not(feature = "metrics"))]
-mod metrics;
-
-use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll, ready};
-use std::time::{Duration, Instant};
-
-use futures::Stream;
-use futures::stream::FusedStream;
-use lease_core::{Token, Worker, diag};
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::AbortOnDropHandle;
-
+pub use lease_core::metrics;
 pub use lease_core::{Lease, Mode, OptionsError, Slot};
-
-/// One item of the pair stream: `Some(lease)` while a pair is held (its
-/// [`Lease::i`], [`Lease::n`], fencing [`Lease::token`] and
-/// [`Lease::is_valid`]), `None` for the idle pair (hold nothing).
-///
-/// The stream starts with `None`, then yields only when the pair in force
-/// changes, and never coalesces a release away: between two different
-/// leases there is always a `None`.
-pub type Pair = Option<Lease>;
-
-/// Options of one worker: the group ([`lease_core::Options`]) and an optional
-/// cancellation token.
-///
-/// ```
-/// use std::time::Duration;
-/// use lease_redis::{Mode, Options};
-/// use tokio_util::sync::CancellationToken;
-///
-/// let stop = CancellationToken::new();
-/// let options = Options::new("mail-sender", Duration::from_secs(5))
-///     .with_gap(0.2)
-///     .with_prefix("prod:")
-///     .with_mode(Mode::Arrival)
-///     .with_cancel(stop.clone());
-/// assert_eq!(options.lease.gap, 0.2);
-/// ```
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// Group name, interval, gap, key prefix and counting mode, validated by
-    /// [`discover`].
-    pub lease: lease_core::Options,
-    /// Cancelling this token stands the worker down: the stream yields the
-    /// idle pair once if a lease is held, then ends.
-    pub cancel: Option<CancellationToken>,
-}
-
-impl Options {
-    /// Options for group `name` with interval `interval`, every other option
-    /// at its default (gap 0.15, no prefix, [`Mode::Ranked`], no
-    /// cancellation token).
-    pub fn new(name: impl Into<String>, interval: Duration) -> Self {
-        lease_core::Options::new(name, interval).into()
-    }
-
-    /// Sets the gap fraction (strictly between 0 and 0.5).
-    pub fn with_gap(mut self, gap: f64) -> Self {
-        self.lease.gap = gap;
-        self
-    }
-
-    /// Sets the key prefix, for namespacing.
-    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.lease.prefix = prefix.into();
-        self
-    }
-
-    /// Sets the counting mode.
-    pub fn with_mode(mut self, mode: Mode) -> Self {
-        self.lease.mode = mode;
-        self
-    }
-
-    /// Sets the cancellation token.
-    pub fn with_cancel(mut self, cancel: CancellationToken) -> Self {
-        self.cancel = Some(cancel);
-        self
-    }
-}
-
-impl From<lease_core::Options> for Options {
-    fn from(lease: lease_core::Options) -> Self {
-        Self {
-            lease,
-            cancel: None,
-        }
-    }
-}
-
-/// Starts a worker of the group named in `options` on `connection` and
-/// returns its pair stream.
-///
-/// The worker runs in a tokio task of its own, so it keeps registering (and
-/// renewing its lease) while the loop body is busy; dropping the returned
-/// [`Discover`] aborts it. Invalid options are rejected here, with the first
-/// problem found.
-///
-/// # Panics
-///
-/// If called outside a tokio runtime (like [`tokio::spawn`]).
-pub fn discover<C>(connection: C, options: Options) -> Result<Discover, OptionsError>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
-    let worker = Worker::new(&options.lease, Token::new(rand::random()), Instant::now())?;
-    let o = &options.lease;
-    diag::discover_started(&o.name, o.interval, o.gap, &o.prefix, "redis-rs");
-    let name: Arc<str> = Arc::from(o.name.as_str());
-    let (tx, rx) = mpsc::unbounded_channel();
-    let task = tokio::spawn(driver::run(connection, worker, options.cancel, tx));
-    Ok(Discover {
-        rx,
-        name,
-        done: false,
-        _task: AbortOnDropHandle::new(task),
-    })
-}
-
-/// The pair stream of one worker (see [`Pair`]), returned by [`discover`].
-///
-/// It ends after cancellation (having yielded the idle pair if a lease was
-/// held). Dropping it stops the worker at once.
-#[derive(Debug)]
-pub struct Discover {
-    rx: mpsc::UnboundedReceiver<Pair>,
-    name: Arc<str>,
-    done: bool,
-    _task: AbortOnDropHandle<()>,
-}
-
-impl Discover {
-    /// The group name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-}
-
-impl Stream for Discover {
-    type Item = Pair;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Pair>> {
-        let this = self.get_mut();
-        if this.done {
-            return Poll::Ready(None);
-        }
-        let item = ready!(this.rx.poll_recv(cx));
-        match &item {
-            Some(pair) => diag::pair_handed_to_the_loop(&this.name, pair.as_ref().map(Lease::slot)),
-            None => this.done = true,
-        }
-        Poll::Ready(item)
-    }
-}
-
-impl FusedStream for Discover {
-    fn is_terminated(&self) -> bool {
-        self.done
-    }
-}
+pub use redis_rs::RedisRs;

@@ -1,34 +1,25 @@
 //! The adapter conformance suite: the same scenarios, against real
 //! `redis-server` processes, for every adapter.
 //!
-//! An adapter's test file declares this directory as module `conformance`,
-//! implements [`Adapter`] (connect, discover, sleep) and instantiates the
-//! whole suite with `conformance_suite!`, giving a function that runs a
-//! future to completion on its runtime:
+//! An adapter's test file implements [`Adapter`] (connect, discover, cancel,
+//! sleep) and instantiates the whole suite with [`conformance_suite!`],
+//! giving a function that runs a future to completion on its runtime:
 //!
 //! ```ignore
-//! #[path = "../../lease-redis/tests/conformance/mod.rs"] // from another crate
-//! mod conformance;
 //! struct Fred;
-//! impl conformance::Adapter for Fred { /* ... */ }
+//! impl lease_conformance::Adapter for Fred { /* ... */ }
 //! fn run<F: std::future::Future>(f: F) -> F::Output { /* block on it */ }
-//! conformance_suite!(Fred, run);
+//! lease_conformance::conformance_suite!(Fred, run);
 //! ```
 //!
-//! The suite's own dependencies (dev-dependencies of the adapter crate):
-//! `futures`, `lease-core`, `lease-testkit`, `tokio-util` (for
-//! `CancellationToken`, which works on any runtime), `tracing` and
-//! `tracing-subscriber`.
-//!
-//! The scenarios only use `futures`, `std` and the adapter's `sleep`, so they
-//! run on any runtime; that runtime must keep the workers running while a
-//! scenario blocks briefly on a synchronous `lease-testkit` call (a tokio
-//! multi-thread runtime, smol's global executor). Every scenario records what
-//! each worker's loop was handed, and when, and ends by checking the
-//! exclusive lease on that history ([`history::violations`]); set
-//! `CONFORMANCE_HISTORY=1` to print every history.
-#![allow(dead_code, unreachable_pub)]
-
+//! The scenarios only use `futures`, `std` and the adapter's `sleep` and
+//! cancellation token, so they run on any runtime; that runtime must keep
+//! the workers running while a scenario blocks briefly on a synchronous
+//! `lease-testkit` call (a tokio multi-thread runtime, smol's or async-std's
+//! global executor). Every scenario records what each worker's loop was
+//! handed, and when, and ends by checking the exclusive lease on that
+//! history ([`history::violations`]); set `CONFORMANCE_HISTORY=1` to print
+//! every history.
 pub mod capture;
 pub mod history;
 
@@ -41,7 +32,6 @@ use futures::stream::LocalBoxStream;
 use lease_core::diag;
 use lease_core::{Lease, Mode, Options, OptionsError};
 use lease_testkit::{RedisCluster, RedisServer, TestRedis, test_interval, unique_name};
-use tokio_util::sync::CancellationToken;
 
 use self::history::Hold;
 
@@ -61,12 +51,18 @@ pub trait Adapter: 'static {
     /// Connects to the Redis Cluster whose nodes are at `urls`.
     fn connect_cluster(urls: &[String]) -> impl Future<Output = Self::Conn>;
 
+    /// The adapter's cancellation token; a new one is not cancelled.
+    type Cancel: Clone + Default;
+
+    /// Cancels `token`.
+    fn cancel(token: &Self::Cancel);
+
     /// Starts a worker; cancelling `cancel` must stand it down (idle pair
     /// once if held, then the end of the stream).
     fn discover(
         conn: &Self::Conn,
         options: Options,
-        cancel: CancellationToken,
+        cancel: Self::Cancel,
     ) -> Result<LocalBoxStream<'static, Option<Lease>>, OptionsError>;
 
     /// Sleeps on the adapter's runtime.
@@ -99,7 +95,7 @@ macro_rules! conformance_suite {
         $(
             #[test]
             fn $scenario() {
-                $run(conformance::$scenario::<$adapter>());
+                $run($crate::$scenario::<$adapter>());
             }
         )+
     };
@@ -116,11 +112,11 @@ fn intervals(k: f64) -> Duration {
 }
 
 /// One worker of a [`Group`].
-struct Member {
+struct Member<C> {
     team: usize,
     name: String,
     stream: Option<LocalBoxStream<'static, Option<Lease>>>,
-    cancel: CancellationToken,
+    cancel: C,
     /// The last pair handed to the loop (`None` before the first).
     current: Option<Option<Lease>>,
     /// The stream ended.
@@ -143,7 +139,7 @@ pub struct Record {
 /// Workers of one or more groups ("teams"), all polled by the scenario, with
 /// the history of everything their loops were handed.
 pub struct Group<A: Adapter> {
-    members: Vec<Member>,
+    members: Vec<Member<A::Cancel>>,
     history: Vec<Record>,
     next_poll: usize,
     _adapter: std::marker::PhantomData<A>,
@@ -164,7 +160,7 @@ impl<A: Adapter> Group<A> {
     /// Starts a worker in `team` and returns its number.
     pub fn add(&mut self, conn: &A::Conn, team: usize, options: Options) -> usize {
         capture::watch(&options.name);
-        let cancel = CancellationToken::new();
+        let cancel = A::Cancel::default();
         let name = options.name.clone();
         let stream = A::discover(conn, options, cancel.clone()).expect("valid options");
         self.members.push(Member {
@@ -188,7 +184,7 @@ impl<A: Adapter> Group<A> {
 
     /// Cancels worker `w` through its token.
     pub fn cancel(&mut self, w: usize) {
-        self.members[w].cancel.cancel();
+        A::cancel(&self.members[w].cancel);
     }
 
     /// Drops worker `w`'s stream without cancelling it: a crash.
@@ -197,7 +193,7 @@ impl<A: Adapter> Group<A> {
         self.members[w].crashed = true;
     }
 
-    fn alive(&self, team: usize) -> impl Iterator<Item = (usize, &Member)> {
+    fn alive(&self, team: usize) -> impl Iterator<Item = (usize, &Member<A::Cancel>)> {
         self.members
             .iter()
             .enumerate()
@@ -710,7 +706,7 @@ pub async fn bad_options_are_rejected<A: Adapter>() {
         ),
     ];
     for (options, expected) in cases {
-        match A::discover(&conn, options.clone(), CancellationToken::new()) {
+        match A::discover(&conn, options.clone(), A::Cancel::default()) {
             Err(e) => assert_eq!(e, expected, "{options:?}"),
             Ok(_) => panic!("accepted {options:?}"),
         }

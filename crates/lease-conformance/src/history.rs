@@ -2,7 +2,7 @@
 //! histories too.
 
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// One lease as a worker's loop saw it: from the instant the pair was handed
 /// to the loop until it really ended (the instant the worker was handed
@@ -104,47 +104,54 @@ pub fn violations(holds: &[Hold]) -> Vec<Violation> {
     out
 }
 
-/// The checker finds what it must find (so that the scenarios can fail).
-pub fn self_test() {
-    let t0 = Instant::now();
-    let ms = |m: u64| t0 + Duration::from_millis(m);
-    let hold = |worker, i, n, token, start, end| Hold {
-        team: 0,
-        worker,
-        i,
-        n,
-        token,
-        start: ms(start),
-        end: ms(end),
-    };
-    // A clean history: a stand-down between n = 2 and n = 3.
-    let clean = [
-        hold(0, 0, 2, 10, 0, 100),
-        hold(1, 1, 2, 10, 0, 100),
-        hold(0, 0, 3, 12, 150, 300),
-        hold(1, 1, 3, 12, 150, 300),
-        hold(2, 2, 3, 13, 160, 300),
-    ];
-    assert!(violations(&clean).is_empty(), "{:?}", violations(&clean));
-    // Same slot, overlapping.
-    let same_slot = [hold(0, 1, 3, 10, 0, 100), hold(1, 1, 3, 12, 99, 200)];
-    assert_eq!(violations(&same_slot).len(), 1);
-    // Different n, overlapping, even with distinct i.
-    let different_n = [hold(0, 0, 2, 10, 0, 100), hold(1, 1, 3, 12, 50, 200)];
-    assert_eq!(violations(&different_n).len(), 1);
-    // Distinct slots of one n may overlap.
-    let distinct = [hold(0, 0, 2, 10, 0, 100), hold(1, 1, 2, 10, 0, 100)];
-    assert!(violations(&distinct).is_empty());
-    // One worker's consecutive leases never conflict with each other.
-    let own = [hold(0, 0, 2, 10, 0, 100), hold(0, 1, 3, 10, 50, 200)];
-    assert!(violations(&own).is_empty());
-    // Other groups are independent.
-    let mut other = hold(1, 0, 2, 10, 0, 100);
-    other.team = 1;
-    assert!(violations(&[hold(0, 0, 2, 10, 0, 100), other]).is_empty());
-    // Fencing tokens: one apart, or out of order.
-    let close = [hold(0, 0, 2, 10, 0, 100), hold(1, 0, 2, 11, 150, 200)];
-    assert_eq!(violations(&close).len(), 1);
-    let backwards = [hold(0, 0, 2, 20, 0, 100), hold(1, 0, 2, 12, 150, 200)];
-    assert_eq!(violations(&backwards).len(), 1);
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// The checker finds what it must find (so that the scenarios can fail).
+    #[test]
+    fn the_checker_finds_violations() {
+        let t0 = Instant::now();
+        let ms = |m: u64| t0 + Duration::from_millis(m);
+        let hold = |worker, i, n, token, start, end| Hold {
+            team: 0,
+            worker,
+            i,
+            n,
+            token,
+            start: ms(start),
+            end: ms(end),
+        };
+        // A clean history: a stand-down between n = 2 and n = 3.
+        let clean = [
+            hold(0, 0, 2, 10, 0, 100),
+            hold(1, 1, 2, 10, 0, 100),
+            hold(0, 0, 3, 12, 150, 300),
+            hold(1, 1, 3, 12, 150, 300),
+            hold(2, 2, 3, 13, 160, 300),
+        ];
+        assert!(violations(&clean).is_empty(), "{:?}", violations(&clean));
+        // Same slot, overlapping.
+        let same_slot = [hold(0, 1, 3, 10, 0, 100), hold(1, 1, 3, 12, 99, 200)];
+        assert_eq!(violations(&same_slot).len(), 1);
+        // Different n, overlapping, even with distinct i.
+        let different_n = [hold(0, 0, 2, 10, 0, 100), hold(1, 1, 3, 12, 50, 200)];
+        assert_eq!(violations(&different_n).len(), 1);
+        // Distinct slots of one n may overlap.
+        let distinct = [hold(0, 0, 2, 10, 0, 100), hold(1, 1, 2, 10, 0, 100)];
+        assert!(violations(&distinct).is_empty());
+        // One worker's consecutive leases never conflict with each other.
+        let own = [hold(0, 0, 2, 10, 0, 100), hold(0, 1, 3, 10, 50, 200)];
+        assert!(violations(&own).is_empty());
+        // Other groups are independent.
+        let mut other = hold(1, 0, 2, 10, 0, 100);
+        other.team = 1;
+        assert!(violations(&[hold(0, 0, 2, 10, 0, 100), other]).is_empty());
+        // Fencing tokens: one apart, or out of order.
+        let close = [hold(0, 0, 2, 10, 0, 100), hold(1, 0, 2, 11, 150, 200)];
+        assert_eq!(violations(&close).len(), 1);
+        let backwards = [hold(0, 0, 2, 20, 0, 100), hold(1, 0, 2, 12, 150, 200)];
+        assert_eq!(violations(&backwards).len(), 1);
+    }
 }

@@ -1,6 +1,10 @@
-//! Metrics through the [`metrics`](https://docs.rs/metrics) facade (feature
-//! `metrics`). Nothing is recorded unless the application installs a
-//! recorder. Every metric carries the label `name` (the group name).
+//! Metrics through the [`metrics`](https://docs.rs/metrics) facade, recorded
+//! by every adapter's driver ([`crate::driver::Driver`]) from the worker's
+//! events, with the feature `metrics` of this crate (each adapter's own
+//! `metrics` feature turns it on). Without it nothing is recorded and the
+//! `metrics` crate is not a dependency. With it, nothing is recorded either
+//! unless the application installs a recorder. Every metric carries the
+//! label `name` (the group name).
 //!
 //! | metric | kind | meaning |
 //! |---|---|---|
@@ -10,13 +14,10 @@
 //! | [`STAND_DOWNS`] | counter | leases given back, for any reason |
 //! | [`EXPIRIES`] | counter | leases that ran out without a renewal |
 //! | [`REGISTRATION_SECONDS`] | histogram | round trip of each answered registration |
-#![cfg_attr(not(feature = "metrics"), allow(dead_code, unreachable_pub))]
 
 use std::time::Duration;
 
-use lease_core::Event;
-#[cfg(feature = "metrics")]
-use lease_core::ReleaseReason;
+use crate::event::Event;
 
 /// Gauge: 1 while this worker holds a lease, else 0.
 pub const IS_OWNER: &str = "lease_is_owner";
@@ -31,8 +32,10 @@ pub const EXPIRIES: &str = "lease_expiries_total";
 /// Histogram: round-trip time of each answered registration, in seconds.
 pub const REGISTRATION_SECONDS: &str = "lease_registration_seconds";
 
-/// The handles of one worker's metrics.
+/// The handles of one worker's metrics; idle again when dropped (a dropped
+/// worker holds nothing).
 #[cfg(feature = "metrics")]
+#[derive(Debug)]
 pub(crate) struct Metrics {
     is_owner: metrics::Gauge,
     index: metrics::Gauge,
@@ -68,7 +71,7 @@ impl Metrics {
             Event::Pair(None) => self.idle(),
             Event::Released(r) => {
                 self.stand_downs.increment(1);
-                if r.reason == ReleaseReason::Expired {
+                if r.reason == crate::ReleaseReason::Expired {
                     self.expiries.increment(1);
                 }
             }
@@ -87,7 +90,6 @@ impl Metrics {
     }
 }
 
-/// A worker that is dropped holds nothing any more.
 #[cfg(feature = "metrics")]
 impl Drop for Metrics {
     fn drop(&mut self) {
@@ -97,6 +99,7 @@ impl Drop for Metrics {
 
 /// Without the feature: nothing.
 #[cfg(not(feature = "metrics"))]
+#[derive(Debug)]
 pub(crate) struct Metrics;
 
 #[cfg(not(feature = "metrics"))]

@@ -1,0 +1,634 @@
+//! What every adapter shares, so that an adapter is only its Redis client
+//! ([`Connection`]), its runtime's timers ([`Runtime`]), its task and its
+//! cancellation token.
+//!
+//! [`Driver`] is the adapter loop of [`Worker`], written once, on `std`
+//! futures only: it sends each registration (`EVALSHA`, `EVAL` after
+//! `NOSCRIPT`: rule 2) through the adapter's connection, times it out on the
+//! adapter's timer, feeds the outcome back, records [metrics](crate::metrics),
+//! and hands each pair to the stream ([`Pairs`]) until it is cancelled or the
+//! stream is dropped. [`Options`] are the options with the adapter's
+//! cancellation token. An adapter, whole:
+//!
+//! ```text
+//! pub type Options = lease_core::driver::Options<MyCancelToken>;
+//!
+//! pub fn discover(conn: MyClient, options: Options) -> Result<Discover, OptionsError> {
+//!     let (driver, pairs) = Driver::new(&options.lease, Token::new(random()), now(), "my-client")?;
+//!     let cancelled = /* a future that completes when options.cancel is cancelled */;
+//!     let task = spawn(driver.run(MyConnection(conn), MyRuntime, cancelled));
+//!     Ok(Discover { pairs, task }) // a Stream whose poll_next is pairs.poll_next
+//! }
+//! ```
+//!
+//! Nothing here does I/O or reads a clock: commands go through the
+//! [`Connection`], and time comes from the [`Runtime`].
+
+use std::collections::VecDeque;
+use std::fmt::Display;
+use std::future::{Future, poll_fn};
+use std::pin::pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use crate::diag;
+use crate::event::Event;
+use crate::lease::Lease;
+use crate::metrics::Metrics;
+use crate::options::{Mode, OptionsError};
+use crate::reply::ReplyError;
+use crate::script::Script;
+use crate::worker::{RequestId, Token, Worker};
+
+/// One item of an adapter's pair stream: `Some(lease)` while a pair is held
+/// (its [`Lease::i`], [`Lease::n`], fencing [`Lease::token`] and
+/// [`Lease::is_valid`]), `None` for the idle pair (hold nothing).
+///
+/// The stream starts with `None`, then yields only when the pair in force
+/// changes, and never coalesces a release away: between two different
+/// leases there is always a `None`.
+pub type Pair = Option<Lease>;
+
+/// Options of one adapter's worker: the group ([`crate::Options`]) and an
+/// optional cancellation token of the adapter's runtime (`C`).
+///
+/// Each adapter names its own: `lease_redis::Options` is
+/// `Options<tokio_util::sync::CancellationToken>`.
+///
+/// ```
+/// use std::time::Duration;
+/// use lease_core::Mode;
+/// use lease_core::driver::Options;
+///
+/// let options = Options::<()>::new("mail-sender", Duration::from_secs(5))
+///     .with_gap(0.2)
+///     .with_prefix("prod:")
+///     .with_mode(Mode::Arrival)
+///     .with_cancel(());
+/// assert_eq!(options.lease.gap, 0.2);
+/// assert!(options.cancel.is_some());
+/// ```
+#[derive(Clone, Debug)]
+pub struct Options<C> {
+    /// Group name, interval, gap, key prefix and counting mode, validated
+    /// when the worker starts.
+    pub lease: crate::Options,
+    /// Cancelling this token stands the worker down: the stream yields the
+    /// idle pair once if a lease is held, then ends.
+    pub cancel: Option<C>,
+}
+
+impl<C> Options<C> {
+    /// Options for group `name` with interval `interval`, every other option
+    /// at its default (gap 0.15, no prefix, [`Mode::Ranked`], no
+    /// cancellation token).
+    pub fn new(name: impl Into<String>, interval: Duration) -> Self {
+        crate::Options::new(name, interval).into()
+    }
+
+    /// Sets the gap fraction (strictly between 0 and 0.5).
+    pub fn with_gap(mut self, gap: f64) -> Self {
+        self.lease.gap = gap;
+        self
+    }
+
+    /// Sets the key prefix, for namespacing.
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.lease.prefix = prefix.into();
+        self
+    }
+
+    /// Sets the counting mode.
+    pub fn with_mode(mut self, mode: Mode) -> Self {
+        self.lease.mode = mode;
+        self
+    }
+
+    /// Sets the cancellation token.
+    pub fn with_cancel(mut self, cancel: C) -> Self {
+        self.cancel = Some(cancel);
+        self
+    }
+}
+
+impl<C> From<crate::Options> for Options<C> {
+    fn from(lease: crate::Options) -> Self {
+        Self {
+            lease,
+            cancel: None,
+        }
+    }
+}
+
+/// Which of the two script commands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verb {
+    /// `EVALSHA sha1 ..`: the first attempt.
+    EvalSha,
+    /// `EVAL source ..`: after `NOSCRIPT`; it also loads the script on the
+    /// node that owns the keys.
+    Eval,
+}
+
+impl Verb {
+    /// `EVALSHA` or `EVAL`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::EvalSha => "EVALSHA",
+            Verb::Eval => "EVAL",
+        }
+    }
+}
+
+/// One script command to run: `verb script 2 keys[0] keys[1] args..`.
+#[derive(Clone, Copy, Debug)]
+pub struct Command<'a> {
+    /// `EVALSHA` or `EVAL`.
+    pub verb: Verb,
+    /// The script's SHA-1 (`EVALSHA`) or its source (`EVAL`).
+    pub script: &'a str,
+    /// `KEYS`.
+    pub keys: &'a [String; 2],
+    /// `ARGV`.
+    pub args: &'a [String],
+}
+
+impl<'a> Command<'a> {
+    /// Every argument after the verb, for clients that build commands from
+    /// strings: the script, `2`, the keys, the arguments.
+    pub fn arguments(&self) -> impl Iterator<Item = &'a str> {
+        [self.script, "2"]
+            .into_iter()
+            .chain(self.keys.iter().map(String::as_str))
+            .chain(self.args.iter().map(String::as_str))
+    }
+}
+
+/// A Redis client as the driver uses it: runs one script command and
+/// returns its reply as integers. Each adapter implements it for its client.
+pub trait Connection: Send + Sync {
+    /// The client's error.
+    type Error: Display + Send;
+
+    /// Runs `command`. The reply is `Some` if it is an array of integers and
+    /// nothing else, `None` if it is anything else (the worker then rejects
+    /// it); a client that converts leniently (strings of digits) must not.
+    fn run(
+        &self,
+        command: Command<'_>,
+    ) -> impl Future<Output = Result<Option<Vec<i64>>, Self::Error>> + Send;
+
+    /// Whether `error` is Redis's `NOSCRIPT` (the script cache lacks it).
+    fn is_noscript(error: &Self::Error) -> bool;
+}
+
+/// The adapter's runtime as the driver uses it: its clock and its timers.
+pub trait Runtime: Send + Sync {
+    /// A timer future.
+    type Sleep: Future + Send;
+
+    /// The current instant (a runtime with virtual time gives its own).
+    fn now(&self) -> Instant;
+
+    /// A timer that completes at `at`.
+    fn sleep_until(&self, at: Instant) -> Self::Sleep;
+}
+
+/// A registration, owned, so it can outlive the borrow of the worker.
+#[derive(Debug)]
+struct Request {
+    id: RequestId,
+    script: &'static Script,
+    keys: [String; 2],
+    args: Vec<String>,
+    sent_at: Instant,
+    expires_at: Instant,
+    name: Arc<str>,
+}
+
+/// What became of a request: `None` if it timed out, else what
+/// [`Request::send`] returned.
+type Outcome<E> = Option<Result<Option<Vec<i64>>, E>>;
+
+impl Request {
+    /// Rule 2: `EVALSHA`, or `EVAL` with the source after `NOSCRIPT` (which
+    /// loads the script, routed by key in a cluster), logging `script loaded`.
+    async fn send<C: Connection>(&self, conn: &C) -> Result<Option<Vec<i64>>, C::Error> {
+        let sha = self.script.sha1();
+        match conn.run(self.command(Verb::EvalSha, sha)).await {
+            Err(e) if C::is_noscript(&e) => {
+                let reply = conn
+                    .run(self.command(Verb::Eval, self.script.source()))
+                    .await?;
+                diag::script_loaded(&self.name, sha);
+                Ok(reply)
+            }
+            other => other,
+        }
+    }
+
+    fn command<'a>(&'a self, verb: Verb, script: &'a str) -> Command<'a> {
+        Command {
+            verb,
+            script,
+            keys: &self.keys,
+            args: &self.args,
+        }
+    }
+
+    /// Sends the request, giving up when `expired` completes.
+    async fn exchange<C: Connection>(
+        self,
+        conn: &C,
+        expired: impl Future,
+    ) -> (Self, Outcome<C::Error>) {
+        let outcome = {
+            let mut send = pin!(self.send(conn));
+            let mut expired = pin!(expired);
+            poll_fn(|cx| match send.as_mut().poll(cx) {
+                Poll::Ready(result) => Poll::Ready(Some(result)),
+                Poll::Pending => expired.as_mut().poll(cx).map(|_| None),
+            })
+            .await
+        };
+        (self, outcome)
+    }
+}
+
+/// What woke the loop.
+enum Woke<E> {
+    Cancelled,
+    Replied(Box<(Request, Outcome<E>)>),
+    Timeout,
+}
+
+/// The adapter loop of one [`Worker`]: see the [module docs](self).
+#[derive(Debug)]
+pub struct Driver {
+    worker: Worker,
+    name: Arc<str>,
+    metrics: Metrics,
+    pairs: Sender,
+}
+
+impl Driver {
+    /// A worker for `options` with run token `token`, started at `now` and
+    /// announced with `discover started` (`registry` names the client
+    /// library, e.g. `redis-rs`), and its pair stream. Fails if the options
+    /// are invalid.
+    pub fn new(
+        options: &crate::Options,
+        token: Token,
+        now: Instant,
+        registry: &str,
+    ) -> Result<(Self, Pairs), OptionsError> {
+        let worker = Worker::new(options, token, now)?;
+        let o = options;
+        diag::discover_started(&o.name, o.interval, o.gap, &o.prefix, registry);
+        let name: Arc<str> = Arc::from(o.name.as_str());
+        let (pairs, receiver) = channel(name.clone());
+        let driver = Self {
+            worker,
+            metrics: Metrics::new(&name),
+            name,
+            pairs,
+        };
+        Ok((driver, receiver))
+    }
+
+    /// The group name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Runs the worker on `conn` and `runtime` until `cancelled` completes
+    /// (it then stands down: the stream yields the idle pair once if a lease
+    /// is held, then ends) or the stream is dropped. Dropping this future
+    /// stops the worker at once, like a crash.
+    ///
+    /// The loop of [`Worker`]: send every transmit (each request is timed out
+    /// at its `expires_at`), hand every event on, then wait for cancellation,
+    /// a reply or the worker's next deadline, and feed in what happened.
+    pub async fn run<C: Connection, R: Runtime>(
+        mut self,
+        conn: C,
+        runtime: R,
+        cancelled: impl Future,
+    ) {
+        let mut cancelled = pin!(cancelled);
+        let mut in_flight = Vec::new();
+        loop {
+            while let Some(request) = self.poll_request(runtime.now()) {
+                let expired = runtime.sleep_until(request.expires_at);
+                in_flight.push(Box::pin(request.exchange(&conn, expired)));
+            }
+            if !self.drain_events() {
+                return;
+            }
+            // Wait for cancellation, a reply or the next deadline, in this
+            // order of precedence.
+            let mut timer = pin!(self.worker.poll_timeout().map(|at| runtime.sleep_until(at)));
+            let woke = poll_fn(|cx| {
+                if cancelled.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Woke::Cancelled);
+                }
+                for x in 0..in_flight.len() {
+                    if let Poll::Ready(done) = in_flight[x].as_mut().poll(cx) {
+                        drop(in_flight.swap_remove(x));
+                        return Poll::Ready(Woke::Replied(Box::new(done)));
+                    }
+                }
+                match timer.as_mut().as_pin_mut().map(|t| t.poll(cx)) {
+                    Some(Poll::Ready(_)) => Poll::Ready(Woke::Timeout),
+                    _ => Poll::Pending,
+                }
+            })
+            .await;
+            let now = runtime.now();
+            match woke {
+                Woke::Cancelled => self.worker.handle_cancel(now),
+                Woke::Replied(done) => self.handle_reply(now, &done.0, done.1),
+                Woke::Timeout => self.worker.handle_timeout(now),
+            }
+        }
+    }
+
+    /// The next registration to send, sent at `now`.
+    fn poll_request(&mut self, now: Instant) -> Option<Request> {
+        let t = self.worker.poll_transmit()?;
+        Some(Request {
+            id: t.id,
+            script: t.script,
+            keys: t.keys.map(str::to_owned),
+            args: t.args.to_vec(),
+            sent_at: now,
+            expires_at: t.expires_at,
+            name: self.name.clone(),
+        })
+    }
+
+    /// Drains the worker's events: records each (metrics) and hands every
+    /// pair to the stream. Returns `false` when the loop must end: the worker
+    /// stopped (after cancellation), or the stream was dropped.
+    fn drain_events(&mut self) -> bool {
+        while let Some(event) = self.worker.poll_event() {
+            self.metrics.event(&event);
+            let more = match event {
+                Event::Pair(pair) => self.pairs.send(pair),
+                Event::Released(_) => true,
+                Event::Stopped => false,
+            };
+            if !more {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Feeds what became of `request` at `now`. A reply that is not an array
+    /// of integers is rejected by the worker (logged there, and counted as a
+    /// failed registration).
+    fn handle_reply<E: Display>(&mut self, now: Instant, request: &Request, outcome: Outcome<E>) {
+        let id = request.id;
+        match outcome {
+            Some(Ok(reply)) => {
+                self.metrics.latency(now - request.sent_at);
+                let _rejected = match reply {
+                    Some(values) => self.worker.handle_reply(now, id, &values),
+                    None => self
+                        .worker
+                        .handle_parsed(now, id, Err(ReplyError::NotIntegers)),
+                };
+            }
+            Some(Err(error)) => self.worker.handle_failure(now, id, &error),
+            None => self.worker.handle_failure(now, id, &"timed out"),
+        }
+    }
+}
+
+/// The channel from the driver to its stream: unbounded (the driver never
+/// waits for the loop body), with the stream's waker.
+#[derive(Debug, Default)]
+struct Channel {
+    queue: VecDeque<Pair>,
+    waker: Option<Waker>,
+    /// The driver ended: the stream ends once the queue is empty.
+    closed: bool,
+    /// The stream was dropped: the driver stops.
+    dropped: bool,
+}
+
+fn channel(name: Arc<str>) -> (Sender, Pairs) {
+    let shared = Arc::new(Mutex::new(Channel::default()));
+    let pairs = Pairs {
+        shared: shared.clone(),
+        name,
+        done: false,
+    };
+    (Sender(shared), pairs)
+}
+
+fn lock(shared: &Mutex<Channel>) -> MutexGuard<'_, Channel> {
+    shared.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[derive(Debug)]
+struct Sender(Arc<Mutex<Channel>>);
+
+impl Sender {
+    /// Queues `pair`; `false` if the stream was dropped.
+    fn send(&self, pair: Pair) -> bool {
+        let waker = {
+            let mut c = lock(&self.0);
+            if c.dropped {
+                return false;
+            }
+            c.queue.push_back(pair);
+            c.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        true
+    }
+}
+
+impl Drop for Sender {
+    fn drop(&mut self) {
+        let waker = {
+            let mut c = lock(&self.0);
+            c.closed = true;
+            c.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+/// The receiving end of a [`Driver`]'s pairs: what an adapter's stream
+/// polls. It logs `pair handed to the loop` for each pair it yields, and
+/// ends (for good) after the driver has stopped and every pair was taken.
+#[derive(Debug)]
+pub struct Pairs {
+    shared: Arc<Mutex<Channel>>,
+    name: Arc<str>,
+    done: bool,
+}
+
+impl Pairs {
+    /// The group name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The stream has ended.
+    pub fn is_terminated(&self) -> bool {
+        self.done
+    }
+
+    /// The next pair, as `Stream::poll_next`.
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Pair>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        let mut c = lock(&self.shared);
+        if let Some(pair) = c.queue.pop_front() {
+            drop(c);
+            diag::pair_handed_to_the_loop(&self.name, pair.as_ref().map(Lease::slot));
+            return Poll::Ready(Some(pair));
+        }
+        if c.closed {
+            self.done = true;
+            return Poll::Ready(None);
+        }
+        match &mut c.waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            slot => *slot = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Pairs {
+    fn drop(&mut self) {
+        lock(&self.shared).dropped = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// Answers `NOSCRIPT` to `EVALSHA` and a counted reply to `EVAL`.
+    struct Flushed(Mutex<Vec<String>>);
+
+    impl Connection for Flushed {
+        type Error = &'static str;
+
+        async fn run(&self, command: Command<'_>) -> Result<Option<Vec<i64>>, &'static str> {
+            let line: Vec<&str> = std::iter::once(command.verb.as_str())
+                .chain(command.arguments())
+                .collect();
+            self.0.lock().unwrap().push(line.join(" "));
+            match command.verb {
+                Verb::EvalSha => Err("NOSCRIPT"),
+                Verb::Eval => Ok(Some(vec![0, 10, 3, 1500])),
+            }
+        }
+
+        fn is_noscript(error: &&'static str) -> bool {
+            *error == "NOSCRIPT"
+        }
+    }
+
+    /// Virtual time: every timer completes at once and moves the clock to
+    /// its instant.
+    struct Virtual {
+        t0: Instant,
+        micros: AtomicU64,
+    }
+
+    impl Runtime for Virtual {
+        type Sleep = std::future::Ready<()>;
+
+        fn now(&self) -> Instant {
+            self.t0 + Duration::from_micros(self.micros.load(Ordering::SeqCst))
+        }
+
+        fn sleep_until(&self, at: Instant) -> Self::Sleep {
+            let us = at.saturating_duration_since(self.t0).as_micros() as u64;
+            self.micros.fetch_max(us, Ordering::SeqCst);
+            std::future::ready(())
+        }
+    }
+
+    fn block_on<F: Future>(f: F) -> F::Output {
+        let mut f = pin!(f);
+        match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(out) => out,
+            Poll::Pending => panic!("nothing here waits"),
+        }
+    }
+
+    fn driver(t0: Instant) -> (Driver, Pairs) {
+        let options = crate::Options::new("g", Duration::from_millis(300));
+        Driver::new(&options, Token::new(7), t0, "test").unwrap()
+    }
+
+    #[test]
+    fn noscript_falls_back_to_eval_with_the_source() {
+        let t0 = Instant::now();
+        let (mut driver, _pairs) = driver(t0);
+        driver.worker.handle_timeout(t0);
+        let request = driver.poll_request(t0).expect("due at once");
+        let conn = Flushed(Mutex::default());
+        let reply = block_on(request.send(&conn));
+        assert_eq!(reply, Ok(Some(vec![0, 10, 3, 1500])));
+        let sent = conn.0.into_inner().unwrap();
+        assert_eq!(sent.len(), 2);
+        let sha = Script::for_mode(Mode::Ranked).sha1();
+        assert!(sent[0].starts_with(&format!("EVALSHA {sha} 2 {{g}}:1 {{g}}:0 300 ")));
+        assert!(sent[1].starts_with("EVAL "), "{}", sent[1]);
+    }
+
+    #[test]
+    fn the_loop_ends_when_the_stream_is_dropped() {
+        let t0 = Instant::now();
+        let (driver, pairs) = driver(t0);
+        drop(pairs);
+        let runtime = Virtual {
+            t0,
+            micros: AtomicU64::new(0),
+        };
+        let conn = Flushed(Mutex::default());
+        block_on(driver.run(conn, runtime, std::future::pending::<()>()));
+    }
+
+    #[test]
+    fn cancellation_ends_the_stream_after_the_opening_idle_pair() {
+        let t0 = Instant::now();
+        let (driver, mut pairs) = driver(t0);
+        let runtime = Virtual {
+            t0,
+            micros: AtomicU64::new(0),
+        };
+        let conn = Flushed(Mutex::default());
+        block_on(driver.run(conn, runtime, std::future::ready(())));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert_eq!(pairs.poll_next(&mut cx), Poll::Ready(Some(None)));
+        assert_eq!(pairs.poll_next(&mut cx), Poll::Ready(None));
+        assert!(pairs.is_terminated());
+        assert_eq!(pairs.poll_next(&mut cx), Poll::Ready(None));
+    }
+
+    #[test]
+    fn the_stream_waits_for_the_driver() {
+        let (_driver, mut pairs) = driver(Instant::now());
+        let mut cx = Context::from_waker(Waker::noop());
+        assert_eq!(pairs.poll_next(&mut cx), Poll::Pending);
+        assert_eq!(pairs.name(), "g");
+    }
+}
