@@ -1,5 +1,5 @@
 //! What every adapter shares, so that an adapter is only its Redis client
-//! ([`Connection`]), its runtime's timers ([`Runtime`]), its task and its
+//! ([`Connection`]), its runtime's clock and timers, its task and its
 //! cancellation token.
 //!
 //! [`Driver`] is the adapter loop of [`Worker`], written once, on `std`
@@ -16,13 +16,13 @@
 //! pub fn discover(conn: MyClient, options: Options) -> Result<Discover, OptionsError> {
 //!     let (driver, pairs) = Driver::new(&options.lease, Token::new(random()), now(), "my-client")?;
 //!     let cancelled = /* a future that completes when options.cancel is cancelled */;
-//!     let task = spawn(driver.run(MyConnection(conn), MyRuntime, cancelled));
+//!     let task = spawn(driver.run(MyConnection(conn), Instant::now, sleep_until, cancelled));
 //!     Ok(Discover { pairs, task }) // a Stream whose poll_next is pairs.poll_next
 //! }
 //! ```
 //!
 //! Nothing here does I/O or reads a clock: commands go through the
-//! [`Connection`], and time comes from the [`Runtime`].
+//! [`Connection`], and time comes from the adapter's clock and timers.
 
 use std::collections::VecDeque;
 use std::fmt::Display;
@@ -183,18 +183,6 @@ pub trait Connection: Send + Sync {
     fn is_noscript(error: &Self::Error) -> bool;
 }
 
-/// The adapter's runtime as the driver uses it: its clock and its timers.
-pub trait Runtime: Send + Sync {
-    /// A timer future.
-    type Sleep: Future + Send;
-
-    /// The current instant (a runtime with virtual time gives its own).
-    fn now(&self) -> Instant;
-
-    /// A timer that completes at `at`.
-    fn sleep_until(&self, at: Instant) -> Self::Sleep;
-}
-
 /// A registration, owned, so it can outlive the borrow of the worker.
 #[derive(Debug)]
 struct Request {
@@ -310,17 +298,21 @@ impl Driver {
     /// The loop of [`Worker`]: send every transmit (each request is timed out
     /// at its `expires_at`), hand every event on, then wait for cancellation,
     /// a reply or the worker's next deadline, and feed in what happened.
-    pub async fn run<C: Connection, R: Runtime>(
+    /// The runtime comes in as two functions: `now`, its clock (a runtime
+    /// with virtual time gives its own), and `sleep_until`, a timer that
+    /// completes at the given instant.
+    pub async fn run<C: Connection, S: Future>(
         mut self,
         conn: C,
-        runtime: R,
+        now: impl Fn() -> Instant,
+        sleep_until: impl Fn(Instant) -> S,
         cancelled: impl Future,
     ) {
         let mut cancelled = pin!(cancelled);
         let mut in_flight = Vec::new();
         loop {
-            while let Some(request) = self.poll_request(runtime.now()) {
-                let expired = runtime.sleep_until(request.expires_at);
+            while let Some(request) = self.poll_request(now()) {
+                let expired = sleep_until(request.expires_at);
                 in_flight.push(Box::pin(request.exchange(&conn, expired)));
             }
             if !self.drain_events() {
@@ -328,7 +320,7 @@ impl Driver {
             }
             // Wait for cancellation, a reply or the next deadline, in this
             // order of precedence.
-            let mut timer = pin!(self.worker.poll_timeout().map(|at| runtime.sleep_until(at)));
+            let mut timer = pin!(self.worker.poll_timeout().map(&sleep_until));
             let woke = poll_fn(|cx| {
                 if cancelled.as_mut().poll(cx).is_ready() {
                     return Poll::Ready(Woke::Cancelled);
@@ -345,11 +337,11 @@ impl Driver {
                 }
             })
             .await;
-            let now = runtime.now();
+            let at = now();
             match woke {
-                Woke::Cancelled => self.worker.handle_cancel(now),
-                Woke::Replied(done) => self.handle_reply(now, &done.0, done.1),
-                Woke::Timeout => self.worker.handle_timeout(now),
+                Woke::Cancelled => self.worker.handle_cancel(at),
+                Woke::Replied(done) => self.handle_reply(at, &done.0, done.1),
+                Woke::Timeout => self.worker.handle_timeout(at),
             }
         }
     }
@@ -551,14 +543,12 @@ mod tests {
         micros: AtomicU64,
     }
 
-    impl Runtime for Virtual {
-        type Sleep = std::future::Ready<()>;
-
+    impl Virtual {
         fn now(&self) -> Instant {
             self.t0 + Duration::from_micros(self.micros.load(Ordering::SeqCst))
         }
 
-        fn sleep_until(&self, at: Instant) -> Self::Sleep {
+        fn sleep_until(&self, at: Instant) -> std::future::Ready<()> {
             let us = at.saturating_duration_since(self.t0).as_micros() as u64;
             self.micros.fetch_max(us, Ordering::SeqCst);
             std::future::ready(())
@@ -604,7 +594,13 @@ mod tests {
             micros: AtomicU64::new(0),
         };
         let conn = Flushed(Mutex::default());
-        block_on(driver.run(conn, runtime, std::future::pending::<()>()));
+        let run = driver.run(
+            conn,
+            || runtime.now(),
+            |at| runtime.sleep_until(at),
+            std::future::pending::<()>(),
+        );
+        block_on(run);
     }
 
     #[test]
@@ -616,7 +612,13 @@ mod tests {
             micros: AtomicU64::new(0),
         };
         let conn = Flushed(Mutex::default());
-        block_on(driver.run(conn, runtime, std::future::ready(())));
+        let run = driver.run(
+            conn,
+            || runtime.now(),
+            |at| runtime.sleep_until(at),
+            std::future::ready(()),
+        );
+        block_on(run);
         let mut cx = Context::from_waker(Waker::noop());
         assert_eq!(pairs.poll_next(&mut cx), Poll::Ready(Some(None)));
         assert_eq!(pairs.poll_next(&mut cx), Poll::Ready(None));

@@ -20,9 +20,14 @@ impl LocalClock {
         Self { origin }
     }
 
-    /// `now` in microseconds since the origin (instants before it count as 0).
+    /// `now` in microseconds since the origin (instants before it count as
+    /// 0; beyond about 73,000 years it saturates, so that adding intervals to
+    /// it never overflows).
     pub(crate) fn micros(&self, now: Instant) -> i64 {
-        i64::try_from(now.saturating_duration_since(self.origin).as_micros()).unwrap_or(i64::MAX)
+        const MAX: i64 = i64::MAX / 4;
+        i64::try_from(now.saturating_duration_since(self.origin).as_micros())
+            .unwrap_or(MAX)
+            .min(MAX)
     }
 
     /// The instant `us` microseconds after the origin.

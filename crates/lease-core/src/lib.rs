@@ -49,6 +49,6 @@ pub use options::{
     DEFAULT_GAP, MAX_INTERVAL, MAX_NAME_LEN, MAX_PREFIX_LEN, Mode, Options, OptionsError,
 };
 pub use ownership::Slot;
-pub use reply::{Counted, Reply, ReplyError, ServerMicros};
+pub use reply::{Counted, MAX_SERVER_SECONDS, Reply, ReplyError, ServerMicros};
 pub use script::{Script, interval_key};
 pub use worker::{RequestId, Token, Transmit, Worker};

@@ -12,6 +12,10 @@ use crate::options::Mode;
 /// Server time from Redis `TIME`, in microseconds since the Unix epoch.
 pub type ServerMicros = u64;
 
+/// The latest server time a reply may carry, in seconds since the Unix epoch
+/// (about the year 5138). Later is rejected as out of range.
+pub const MAX_SERVER_SECONDS: u64 = 100_000_000_000;
+
 /// A well-formed reply of the registration script.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reply {
@@ -156,6 +160,15 @@ impl Reply {
         let interval: u64 = field("interval", values[1])?;
         let sec: u64 = field("sec", values[2])?;
         let usec: u64 = field("usec", values[3])?;
+        // Redis TIME is seconds since the Unix epoch; anything past year
+        // 5000 is not a clock, and bounding it keeps every microsecond
+        // computation on it far from overflow.
+        if sec > MAX_SERVER_SECONDS {
+            return Err(ReplyError::OutOfRange {
+                field: "sec",
+                value: values[2],
+            });
+        }
         if usec >= 1_000_000 {
             return Err(ReplyError::OutOfRange {
                 field: "usec",

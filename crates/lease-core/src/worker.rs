@@ -531,6 +531,12 @@ impl Worker {
         {
             self.stand_down_for_clock(now, by, interval);
         }
+        // A wrong-interval answer wrote nothing: always re-aim, whatever
+        // interval it names (the checks below are about counted replies).
+        if let Reply::WrongInterval { .. } = reply {
+            self.on_wrong_interval(now);
+            return;
+        }
         if let Some((newest, received)) = self.memory.newest {
             if interval < newest {
                 if req.sent_at >= received {
@@ -545,9 +551,8 @@ impl Worker {
                 return;
             }
         }
-        match reply {
-            Reply::WrongInterval { .. } => self.on_wrong_interval(now),
-            Reply::Counted(c) => self.on_counted(now, req, c, server),
+        if let Reply::Counted(c) = reply {
+            self.on_counted(now, req, c, server);
         }
     }
 
@@ -731,7 +736,30 @@ impl Worker {
         );
     }
 
+    /// Liveness net: a running worker always has a request in flight or a
+    /// registration scheduled. If a reply was ignored (stale, or nothing new)
+    /// while it answered the only live request, aim at the interval after the
+    /// newest one counted, or register now if that one has begun.
+    fn ensure_scheduled(&mut self, now: i64) {
+        let idle = self.schedule.fire_at.is_none()
+            && self.ready.is_none()
+            && !self.pending.iter().any(|p| !p.timed_out);
+        if self.stopped || !idle {
+            return;
+        }
+        let fire = match (self.skew.offset(), self.memory.newest) {
+            (Some(_), Some((k, _))) => {
+                let m = (k + 1).max(self.server_interval(now));
+                self.schedule.target = Some(m);
+                self.local_of(self.fire_server(m)).max(now)
+            }
+            _ => now,
+        };
+        self.schedule.fire_at = Some(fire);
+    }
+
     fn maybe_send(&mut self, now: i64) {
+        self.ensure_scheduled(now);
         if self.stopped || self.ready.is_some() || self.pending.iter().any(|p| !p.timed_out) {
             return;
         }

@@ -280,3 +280,71 @@ fn server_clock_jump_beyond_the_gap_stands_down() {
         "{events:?}"
     );
 }
+
+/// Found by the `core_inputs` fuzz target: a reply whose server time is near
+/// `i64::MAX` microseconds must be rejected, not overflow.
+#[test]
+fn reply_with_a_server_time_near_i64_max_is_rejected_without_panic() {
+    let t0 = Instant::now();
+    let options = Options::new("fuzz", Duration::from_millis(141));
+    let mut w = Worker::new(&options, Token::new(0), t0).unwrap();
+    w.handle_timeout(t0);
+    let id = w.poll_transmit().unwrap().id;
+    // Server time i64::MAX us = 9223372036854 s + 775807 us; interval 141 ms.
+    let reply = [0, 65_413_986_076_984, 9_223_372_036_854, 775_807];
+    assert!(w.handle_reply(t0, id, &reply).is_err());
+    // And time far in the future does not overflow either.
+    w.handle_timeout(t0 + Duration::from_secs(u64::MAX / 2_000_000));
+    assert!(w.poll_timeout().is_some());
+}
+
+/// Found by the `core_inputs` fuzz target: a Ranked worker whose skew
+/// estimate ran ahead got a wrong-interval answer naming the interval it had
+/// already counted in, ignored it as "nothing new", and never sent again.
+/// A running worker always has a request in flight or one scheduled.
+#[test]
+fn ranked_worker_never_goes_silent_after_a_wrong_interval_answer() {
+    const K0: i64 = 1_700_000_000;
+    // The reply of a registration executed at local time `local` ms: the
+    // server clock reads K0 * L + local - 300 ms.
+    let values = |counted: bool, local: i64| -> Vec<i64> {
+        let us = K0 * 1_000_000 + (local - 300) * 1000;
+        let v = vec![
+            i64::from(counted),
+            us / 1_000_000,
+            us / 1_000_000,
+            us % 1_000_000,
+        ];
+        if counted {
+            [v, vec![-1, 0]].concat()
+        } else {
+            v
+        }
+    };
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let options = Options::new("g", Duration::from_secs(1));
+    let mut w = Worker::new(&options, Token::new(0), t0).unwrap();
+    w.handle_timeout(at(0));
+    let probe = w.poll_transmit().unwrap().id;
+    // Slow requests (360 ms up, 40 ms down) put the skew estimate 160 ms ahead.
+    w.handle_reply(at(400), probe, &values(false, 360)).unwrap();
+    let r1 = w.poll_transmit().unwrap();
+    assert_eq!(r1.args[2], K0.to_string());
+    let r1 = r1.id;
+    w.handle_reply(at(800), r1, &values(true, 760)).unwrap();
+    let next = w.poll_timeout().unwrap();
+    w.handle_timeout(next);
+    let r2 = w.poll_transmit().unwrap();
+    assert_eq!(r2.args[2], (K0 + 1).to_string(), "aimed early at K0+1");
+    let r2 = r2.id;
+    // A fast request: the server is still in K0.
+    let sent = next.duration_since(t0).as_millis() as i64;
+    w.handle_reply(at(sent as u64 + 10), r2, &values(false, sent))
+        .unwrap();
+    while w.poll_event().is_some() {}
+    assert!(!w.is_stopped());
+    let again = w.poll_timeout().expect("something is scheduled");
+    w.handle_timeout(again.max(at(sent as u64 + 10)));
+    assert!(w.poll_transmit().is_some(), "it registers again");
+}
