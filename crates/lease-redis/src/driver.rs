@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use futures::Stream;
 use futures::stream::FusedStream;
-use lease_core::driver::{Driver, Pair, Pairs, Runtime};
+use lease_core::driver::{Driver, Pair, Pairs};
 use lease_core::{OptionsError, Token};
 use redis::aio::ConnectionLike;
 use tokio_util::sync::CancellationToken;
@@ -49,26 +49,17 @@ where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     let token = Token::new(rand::random());
-    let (driver, pairs) = Driver::new(&options.lease, token, Tokio.now(), "redis-rs")?;
+    let (driver, pairs) = Driver::new(&options.lease, token, Instant::now(), "redis-rs")?;
     let cancel = options.cancel.unwrap_or_default();
-    let run = driver.run(RedisRs(connection), Tokio, cancel.cancelled_owned());
+    let sleep_until = |at: Instant| tokio::time::sleep_until(at.into());
+    let run = driver.run(
+        RedisRs(connection),
+        Instant::now,
+        sleep_until,
+        cancel.cancelled_owned(),
+    );
     let task = AbortOnDropHandle::new(tokio::spawn(run));
     Ok(Discover { pairs, _task: task })
-}
-
-/// tokio's clock (virtual when paused) and timers.
-struct Tokio;
-
-impl Runtime for Tokio {
-    type Sleep = tokio::time::Sleep;
-
-    fn now(&self) -> Instant {
-        tokio::time::Instant::now().into_std()
-    }
-
-    fn sleep_until(&self, at: Instant) -> Self::Sleep {
-        tokio::time::sleep_until(at.into())
-    }
 }
 
 /// The pair stream of one worker (see [`Pair`]), returned by [`discover`].

@@ -1,0 +1,238 @@
+//! # lease-fred
+//!
+//! Exclusive `(i, n)` leases for a group of workers that split one task
+//! source by `task.id % n == i`, coordinated through Redis with
+//! [fred](https://docs.rs/fred) 10 on tokio. This crate is the client and
+//! runtime binding only: the protocol and the adapter loop live in
+//! [`lease_core`] ([`lease_core::driver`]).
+//!
+//! [`discover`] takes an initialized fred client and [`Options`] and returns
+//! a stream of pairs ([`Pair`]): the idle pair (`None`) first, then a value
+//! each time the pair in force changes. While you hold a [`Lease`], no other
+//! worker of the group holds its `i`, and every holder uses the same `n`.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use fred::prelude::*;
+//! use futures::StreamExt;
+//! use lease_fred::{Options, discover};
+//!
+//! # async fn drain() {}
+//! # fn consume(_owns: impl Fn(u64) -> bool) {}
+//! #[tokio::main(flavor = "current_thread")]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let config = Config::from_url("redis://127.0.0.1:6379/")?;
+//!     let client = Builder::from_config(config)
+//!         .set_policy(ReconnectPolicy::new_constant(0, 100)) // reconnect forever
+//!         .build()?;
+//!     client.init().await?;
+//!     let options = Options::new("mail-sender", Duration::from_secs(5));
+//!
+//!     let mut pairs = discover(client, options)?;
+//!     while let Some(pair) = pairs.next().await {
+//!         drain().await; // stop taking new work, finish what is in flight
+//!
+//!         let Some(lease) = pair else { continue }; // idle: stay stopped
+//!
+//!         let (i, n) = (u64::from(lease.i()), u64::from(lease.n()));
+//!         // Check the lease before each task: it may run out while a
+//!         // stalled process was not looking.
+//!         consume(move |task_id| lease.is_valid() && task_id % n == i);
+//!     }
+//!     Ok(())
+//! }
+//! ```
+//!
+//! # Ending
+//!
+//! Cancel the [`CancellationToken`](tokio_util::sync::CancellationToken)
+//! given with [`Options::with_cancel`] to stand down: the stream yields the
+//! idle pair once if a lease is held, then ends. Dropping the stream stops
+//! the worker at once. Either way the worker stays counted in the interval
+//! it last registered in, so its slot goes unowned for up to about one
+//! interval, exactly as after a crash.
+//!
+//! # Clients
+//!
+//! Any fred client with the script commands ([`LuaInterface`]): a
+//! [`Client`](fred::clients::Client) (centralized, clustered or sentinel
+//! config) or a [`Pool`](fred::clients::Pool), initialized, with a
+//! [`ReconnectPolicy`](fred::types::config::ReconnectPolicy) if the worker
+//! should outlive a Redis restart (fred's default is not to reconnect).
+//! Every key of a group shares the hash tag `{name}`, so fred routes all of
+//! a group's commands to one cluster node. Registrations are sent as
+//! `EVALSHA`; on `NOSCRIPT` the driver falls back to `EVAL` with the source
+//! and logs `script loaded`. Replies are taken strictly: anything but an
+//! array of integers is rejected.
+//!
+//! Registration failures never reach the stream: a failed, rejected or hung
+//! request is reported to the state machine, which retries within the
+//! interval; if no registration succeeds in time the lease runs out and the
+//! stream yields the idle pair.
+//!
+//! # fred re-sends commands: what that does to each mode
+//!
+//! fred re-sends a command that was in flight when its connection dropped
+//! (up to [`ConnectionConfig::max_command_attempts`] times, 3 by default),
+//! without telling the caller. Redis may have executed the first copy (only
+//! the reply was lost), so a registration can run twice.
+//!
+//! * [`Mode::Ranked`] (the default): harmless. A re-sent registration
+//!   carries the same token for the same interval, and a repeat of a token
+//!   in one interval changes nothing (the sorted set already has it with its
+//!   carried score): the reply is the one the first copy would have given.
+//!   The test `resend_costs_no_stand_down_in_ranked_mode` loses the reply of
+//!   an executed registration and shows fred's re-send costs the group
+//!   nothing.
+//! * [`Mode::Arrival`] (the original): each copy is an `INCR`, so the worker
+//!   is counted twice in that interval. It keeps the later index and the
+//!   earlier one becomes a ghost that nobody holds; the interval's count is
+//!   `n + 1`. The exclusive lease holds (positions stay distinct), but the
+//!   pair every worker's next reply implies has `n + 1` and disagrees with
+//!   the one before, and the reply after that disagrees again: the whole
+//!   group stands down for one to two intervals, as after any retry in the
+//!   original protocol (`resend_stands_the_group_down_in_arrival_mode`
+//!   measures it). If that matters, use `Ranked` mode, or set
+//!   `max_command_attempts` to 1 so that fred reports the dropped connection
+//!   and the worker retries within the interval (an `Arrival` retry costs
+//!   the same stand-down; a lost reply without a retry costs only this
+//!   worker's lease).
+//!
+//! # Diagnostics
+//!
+//! `tracing` events with target `lease`, as listed in [`lease_core::diag`],
+//! with registry `fred`. No field carries a URL or a password. With the
+//! `metrics` feature the driver records the metrics of [`lease_core::metrics`].
+//!
+//! [`ConnectionConfig::max_command_attempts`]: fred::types::config::ConnectionConfig::max_command_attempts
+#![forbid(unsafe_code)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use fred::interfaces::LuaInterface;
+use fred::types::Value;
+use futures::Stream;
+use futures::stream::FusedStream;
+use lease_core::Token;
+use lease_core::driver::{Command, Connection, Driver, Pairs, Verb};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
+
+pub use lease_core::driver::Pair;
+pub use lease_core::{Lease, Mode, OptionsError, Slot};
+
+/// Options of one worker: the group ([`lease_core::Options`]) and an optional
+/// [`CancellationToken`].
+///
+/// ```
+/// use std::time::Duration;
+/// use lease_fred::{Mode, Options};
+/// use tokio_util::sync::CancellationToken;
+///
+/// let stop = CancellationToken::new();
+/// let options = Options::new("mail-sender", Duration::from_secs(5))
+///     .with_mode(Mode::Ranked)
+///     .with_cancel(stop.clone());
+/// assert!(options.cancel.is_some());
+/// ```
+pub type Options = lease_core::driver::Options<CancellationToken>;
+
+/// Starts a worker of the group named in `options` on `client` (already
+/// initialized) and returns its pair stream.
+///
+/// The worker runs in a tokio task of its own, so it keeps registering (and
+/// renewing its lease) while the loop body is busy; dropping the returned
+/// [`Discover`] aborts it. Invalid options are rejected here, with the first
+/// problem found.
+///
+/// # Panics
+///
+/// If called outside a tokio runtime (like [`tokio::spawn`]).
+pub fn discover<C>(client: C, options: Options) -> Result<Discover, OptionsError>
+where
+    C: LuaInterface + Send + Sync + 'static,
+{
+    let token = Token::new(rand::random());
+    let (driver, pairs) = Driver::new(&options.lease, token, Instant::now(), "fred")?;
+    let cancel = options.cancel.unwrap_or_default();
+    let sleep_until = |at: Instant| tokio::time::sleep_until(at.into());
+    let run = driver.run(
+        Fred(client),
+        Instant::now,
+        sleep_until,
+        cancel.cancelled_owned(),
+    );
+    let task = AbortOnDropHandle::new(tokio::spawn(run));
+    Ok(Discover { pairs, _task: task })
+}
+
+/// The pair stream of one worker (see [`Pair`]), returned by [`discover`].
+///
+/// It ends after cancellation (having yielded the idle pair if a lease was
+/// held). Dropping it stops the worker at once.
+#[derive(Debug)]
+pub struct Discover {
+    pairs: Pairs,
+    _task: AbortOnDropHandle<()>,
+}
+
+impl Discover {
+    /// The group name.
+    pub fn name(&self) -> &str {
+        self.pairs.name()
+    }
+}
+
+impl Stream for Discover {
+    type Item = Pair;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Pair>> {
+        self.get_mut().pairs.poll_next(cx)
+    }
+}
+
+impl FusedStream for Discover {
+    fn is_terminated(&self) -> bool {
+        self.pairs.is_terminated()
+    }
+}
+
+/// A fred client as the driver uses it: `EVALSHA`/`EVAL` through fred's
+/// script interface, the reply taken as a [`Value`].
+struct Fred<C>(C);
+
+impl<C: LuaInterface + Send + Sync> Connection for Fred<C> {
+    type Error = fred::error::Error;
+
+    fn run(
+        &self,
+        command: Command<'_>,
+    ) -> impl Future<Output = Result<Option<Vec<i64>>, Self::Error>> + Send {
+        let (script, keys, args) = (command.script, command.keys.to_vec(), command.args.to_vec());
+        async move {
+            let reply: Value = match command.verb {
+                Verb::EvalSha => self.0.evalsha(script, keys, args).await?,
+                Verb::Eval => self.0.eval(script, keys, args).await?,
+            };
+            // Strictly integers: fred's own conversion would parse strings.
+            let Value::Array(items) = reply else {
+                return Ok(None);
+            };
+            let integer = |v| {
+                if let Value::Integer(i) = v {
+                    Some(i)
+                } else {
+                    None
+                }
+            };
+            Ok(items.into_iter().map(integer).collect())
+        }
+    }
+
+    fn is_noscript(error: &Self::Error) -> bool {
+        error.details().starts_with("NOSCRIPT")
+    }
+}
