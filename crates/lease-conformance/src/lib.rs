@@ -106,8 +106,8 @@ fn l() -> Duration {
     test_interval()
 }
 
-/// `k` intervals.
-fn intervals(k: f64) -> Duration {
+/// `k` intervals of the suite's interval ([`test_interval`]).
+pub fn intervals(k: f64) -> Duration {
     l().mul_f64(k)
 }
 

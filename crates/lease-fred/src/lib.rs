@@ -45,7 +45,7 @@
 //!
 //! # Ending
 //!
-//! Cancel the [`CancellationToken`](tokio_util::sync::CancellationToken)
+//! Cancel the [`CancellationToken`]
 //! given with [`Options::with_cancel`] to stand down: the stream yields the
 //! idle pair once if a lease is held, then ends. Dropping the stream stops
 //! the worker at once. Either way the worker stays counted in the interval
@@ -75,28 +75,26 @@
 //! fred re-sends a command that was in flight when its connection dropped
 //! (up to [`ConnectionConfig::max_command_attempts`] times, 3 by default),
 //! without telling the caller. Redis may have executed the first copy (only
-//! the reply was lost), so a registration can run twice.
+//! the reply was lost), so a registration can run twice (the test
+//! `fred_resends_a_command_in_flight_when_its_connection_drops` shows it).
 //!
 //! * [`Mode::Ranked`] (the default): harmless. A re-sent registration
 //!   carries the same token for the same interval, and a repeat of a token
-//!   in one interval changes nothing (the sorted set already has it with its
-//!   carried score): the reply is the one the first copy would have given.
-//!   The test `resend_costs_no_stand_down_in_ranked_mode` loses the reply of
-//!   an executed registration and shows fred's re-send costs the group
-//!   nothing.
+//!   in one interval changes nothing (the sorted set already has it, with
+//!   its carried score): the reply is the one the first copy would have
+//!   given. The test `resend_costs_no_stand_down_in_ranked_mode` loses the
+//!   reply of an executed registration of a settled group and shows that no
+//!   worker stands down.
 //! * [`Mode::Arrival`] (the original): each copy is an `INCR`, so the worker
-//!   is counted twice in that interval. It keeps the later index and the
-//!   earlier one becomes a ghost that nobody holds; the interval's count is
-//!   `n + 1`. The exclusive lease holds (positions stay distinct), but the
-//!   pair every worker's next reply implies has `n + 1` and disagrees with
-//!   the one before, and the reply after that disagrees again: the whole
-//!   group stands down for one to two intervals, as after any retry in the
-//!   original protocol (`resend_stands_the_group_down_in_arrival_mode`
-//!   measures it). If that matters, use `Ranked` mode, or set
-//!   `max_command_attempts` to 1 so that fred reports the dropped connection
-//!   and the worker retries within the interval (an `Arrival` retry costs
-//!   the same stand-down; a lost reply without a retry costs only this
-//!   worker's lease).
+//!   is counted twice in that interval: it keeps the later index, the
+//!   earlier one becomes a ghost that nobody holds, and the interval's count
+//!   is `n + 1`. The exclusive lease holds (positions stay distinct), but
+//!   the pair each worker's next reply implies has `n + 1` and disagrees
+//!   with the one before, and the reply after that disagrees again: the
+//!   whole group stands down, as after any retry in the original protocol.
+//!   `resend_stands_the_group_down_in_arrival_mode` measures about three
+//!   intervals from the first worker's stand-down to the last one's new
+//!   lease. If that matters, use `Ranked` mode.
 //!
 //! # Diagnostics
 //!

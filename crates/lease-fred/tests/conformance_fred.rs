@@ -1,17 +1,23 @@
 //! The conformance suite (`lease-conformance`) for the fred adapter, over a
-//! centralized client (reconnecting after a restart) and a clustered one.
+//! centralized client (reconnecting after a restart) and a clustered one;
+//! and what fred's re-send of a command in flight does to each mode.
 
-use std::time::Duration;
+mod proxy;
 
-use fred::prelude::{Builder, Client, ClientLike, Config, ReconnectPolicy, ServerConfig};
+use std::time::{Duration, Instant};
+
+use fred::prelude::{
+    Builder, Client, ClientLike, Config, LuaInterface, ReconnectPolicy, ServerConfig,
+};
 use futures::StreamExt;
 use futures::stream::LocalBoxStream;
-use lease_conformance::{Adapter, conformance_suite};
-use lease_core::{Lease, OptionsError};
+use lease_conformance::{Adapter, Group, capture, conformance_suite, intervals};
+use lease_core::{Lease, Mode, OptionsError, diag};
+use lease_testkit::{RedisServer, test_interval, unique_name};
 use tokio_util::sync::CancellationToken;
 
 /// An initialized client for `config` that reconnects at once, forever.
-pub async fn client(config: Config) -> Client {
+async fn client(config: Config) -> Client {
     let client = Builder::from_config(config)
         .set_policy(ReconnectPolicy::new_constant(0, 10))
         .build()
@@ -77,3 +83,115 @@ fn run<F: std::future::Future>(future: F) -> F::Output {
 }
 
 conformance_suite!(Fred, run);
+
+/// fred's own behaviour: a command whose connection drops after Redis
+/// executed it (the reply is lost) is re-sent on the new connection and
+/// executed again; the caller sees only the second reply.
+#[test]
+fn fred_resends_a_command_in_flight_when_its_connection_drops() {
+    run(async {
+        let server = RedisServer::start().expect("redis-server");
+        let proxy = proxy::Proxy::start(server.addr());
+        let client = client(Config::from_url(&proxy.url()).expect("url")).await;
+        let sha = server.command(&["SCRIPT", "LOAD", "return redis.call('INCR', KEYS[1])"]);
+        let sha = sha.expect("SCRIPT LOAD").as_str().expect("sha").to_owned();
+        proxy.lose_next_reply();
+        let count: i64 = client
+            .evalsha(sha, vec!["counter"], Vec::<String>::new())
+            .await
+            .expect("re-sent, so answered");
+        assert!(proxy.lost());
+        assert_eq!(proxy.resent(), 1);
+        assert_eq!(proxy.connections(), 2, "fred reconnected once");
+        assert_eq!(count, 2, "executed twice, the first reply lost");
+    });
+}
+
+/// Three settled workers share one client through a proxy, which loses the
+/// reply of one executed registration and closes the connection: fred
+/// reconnects and re-sends the registration (and in `Ranked` mode the
+/// worker's own retry after its adaptive timeout may overtake it: the same
+/// command), which Redis executes again.
+async fn lose_one_reply(mode: Mode) -> (Group<Fred>, Instant, String) {
+    let server = RedisServer::start().expect("redis-server");
+    let proxy = proxy::Proxy::start(server.addr());
+    let client = client(Config::from_url(&proxy.url()).expect("url")).await;
+    let mut group = Group::<Fred>::default();
+    let name = unique_name("resend");
+    let options = lease_core::Options::new(&name, test_interval()).with_mode(mode);
+    group.add_many(&client, 0, &options, 3);
+    group
+        .wait("settled", intervals(10.0), |g| g.settled(0))
+        .await;
+    let failed = capture::count(&name, diag::REGISTRATION_FAILED);
+    let since = Instant::now();
+    proxy.lose_next_reply();
+    group
+        .wait(
+            "a reply lost and the registration re-sent",
+            intervals(3.0),
+            |_| proxy.resent() > 0,
+        )
+        .await;
+    assert!(proxy.lost());
+    assert_eq!(proxy.connections(), 2, "fred reconnected once");
+    let timeouts = capture::count(&name, diag::REGISTRATION_FAILED) - failed;
+    eprintln!("{mode}: the registration was executed again; {timeouts} request timeouts meanwhile");
+    // Keep the server (and the proxy's upstream) alive with the group.
+    std::mem::forget(server);
+    (group, since, name)
+}
+
+/// `Ranked` mode: the re-sent registration repeats a token in its interval,
+/// which changes nothing; no worker stands down.
+#[test]
+fn resend_costs_no_stand_down_in_ranked_mode() {
+    run(async {
+        let (mut group, since, _) = lose_one_reply(Mode::Ranked).await;
+        group.run_for(intervals(4.0)).await;
+        assert_eq!(
+            group.changes_since(0, since),
+            0,
+            "a worker stood down:\n{}",
+            group.render()
+        );
+        assert!(group.settled(0));
+        group.check();
+    });
+}
+
+/// `Arrival` mode: the re-sent `INCR` counts one worker twice (a ghost
+/// index, a count of `n + 1`): the whole group stands down, then settles
+/// again; the exclusive lease holds throughout.
+#[test]
+fn resend_stands_the_group_down_in_arrival_mode() {
+    run(async {
+        let (mut group, since, _) = lose_one_reply(Mode::Arrival).await;
+        group
+            .wait("every worker stood down", intervals(4.0), |g| {
+                (0..3).all(|w| g.records_of(w, since).iter().any(|r| r.pair.is_none()))
+            })
+            .await;
+        group
+            .wait("settled again", intervals(8.0), |g| g.settled(0))
+            .await;
+        let records: Vec<_> = (0..3).flat_map(|w| group.records_of(w, since)).collect();
+        let first_idle = records
+            .iter()
+            .filter(|r| r.pair.is_none())
+            .map(|r| r.at)
+            .min();
+        let last_grant = records
+            .iter()
+            .filter(|r| r.pair.is_some())
+            .map(|r| r.at)
+            .max();
+        if let (Some(idle), Some(grant)) = (first_idle, last_grant) {
+            eprintln!(
+                "arrival: the group stood down for {:.1} intervals",
+                (grant - idle).as_secs_f64() / test_interval().as_secs_f64()
+            );
+        }
+        group.check();
+    });
+}
