@@ -1,0 +1,206 @@
+//! # lease-smol
+//!
+//! Exclusive `(i, n)` leases for a group of workers that split one task
+//! source by `task.id % n == i`, coordinated through Redis with
+//! [redis-rs](https://docs.rs/redis) (`smol-comp`) on
+//! [smol](https://docs.rs/smol). This crate is the client and runtime
+//! binding only: the protocol and the adapter loop live in [`lease_core`]
+//! ([`lease_core::driver`]), the redis-rs side is `lease-redis`'s
+//! ([`lease_redis::RedisRs`], without its tokio driver).
+//!
+//! **For async-std users too.** async-std is discontinued upstream
+//! (RUSTSEC-2025-0052 recommends smol) and redis-rs 1.x no longer supports
+//! it, so there is no async-std adapter: use this one. Its futures run on
+//! any executor, async-std's included (both are built on `async-io`), and
+//! its public API has no runtime types: [`CancelToken`] is this crate's own.
+//! Start workers with [`discover`] (they run on smol's global executor,
+//! which runs beside async-std's) or with [`discover_with`] and
+//! `async_std::task::spawn`. The conformance suite runs both ways.
+//!
+//! [`discover`] takes a connection and [`Options`] and returns a stream of
+//! pairs ([`Pair`]): the idle pair (`None`) first, then a value each time the
+//! pair in force changes. While you hold a [`Lease`], no other worker of the
+//! group holds its `i`, and every holder uses the same `n`.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use futures::StreamExt;
+//! use lease_smol::{CancelToken, Options, discover};
+//!
+//! # async fn drain() {}
+//! # fn consume(_owns: impl Fn(u64) -> bool) {}
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     smol::block_on(async {
+//!         let client = redis::Client::open("redis://127.0.0.1:6379/")?;
+//!         let redis = client.get_multiplexed_async_connection().await?;
+//!         let stop = CancelToken::new(); // stop.cancel() stands the worker down
+//!         let options = Options::new("mail-sender", Duration::from_secs(5)).with_cancel(stop);
+//!
+//!         let mut pairs = discover(redis, options)?;
+//!         while let Some(pair) = pairs.next().await {
+//!             drain().await; // stop taking new work, finish what is in flight
+//!
+//!             let Some(lease) = pair else { continue }; // idle: stay stopped
+//!
+//!             let (i, n) = (u64::from(lease.i()), u64::from(lease.n()));
+//!             // Check the lease before each task: it may run out while a
+//!             // stalled process was not looking.
+//!             consume(move |task_id| lease.is_valid() && task_id % n == i);
+//!         }
+//!         Ok(())
+//!     })
+//! }
+//! ```
+//!
+//! On async-std, the same loop inside `async_std::task::block_on`, with
+//! `discover_with(redis, options, |worker| { async_std::task::spawn(worker); })`
+//! to run the worker on async-std's executor.
+//!
+//! # Ending
+//!
+//! Cancel the [`CancelToken`] given with [`Options::with_cancel`] to stand
+//! down: the stream yields the idle pair once if a lease is held, then ends.
+//! Dropping the stream stops the worker at once, on any executor. Either way
+//! the worker stays counted in the interval it last registered in, so its
+//! slot goes unowned for up to about one interval, exactly as after a crash.
+//!
+//! # Connections
+//!
+//! Any clonable [`redis::aio::ConnectionLike`]: a
+//! [`redis::aio::MultiplexedConnection`], a `ConnectionManager` (which also
+//! reconnects after a Redis restart) or the cluster async connection, made
+//! with redis-rs's `smol-comp` feature. If redis-rs is compiled with
+//! `tokio-comp` as well (another crate of your build asks for it), it picks
+//! the runtime by whether a tokio runtime is current, so smol outside tokio.
+//! Every key of a group shares the hash tag `{name}`, so it lives in one
+//! cluster slot. Registrations are sent as `EVALSHA`; on `NOSCRIPT` the
+//! driver falls back to `EVAL` with the source and logs `script loaded`.
+//!
+//! Registration failures never reach the stream: a failed, rejected or hung
+//! request is reported to the state machine, which retries within the
+//! interval; if no registration succeeds in time the lease runs out and the
+//! stream yields the idle pair.
+//!
+//! # Diagnostics
+//!
+//! `tracing` events with target `lease`, as listed in [`lease_core::diag`],
+//! with registry `redis-rs/smol`. No field carries a URL or a password. With
+//! the `metrics` feature the driver records the metrics of
+//! [`lease_core::metrics`].
+#![forbid(unsafe_code)]
+
+mod cancel;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use futures::Stream;
+use futures::future::{AbortHandle, Abortable};
+use futures::stream::FusedStream;
+use lease_core::Token;
+use lease_core::driver::{Driver, Pairs};
+use lease_redis::RedisRs;
+use redis::aio::ConnectionLike;
+
+pub use cancel::CancelToken;
+pub use lease_core::driver::Pair;
+pub use lease_core::{Lease, Mode, OptionsError, Slot};
+
+/// Options of one worker: the group ([`lease_core::Options`]) and an optional
+/// [`CancelToken`].
+///
+/// ```
+/// use std::time::Duration;
+/// use lease_smol::{CancelToken, Mode, Options};
+///
+/// let stop = CancelToken::new();
+/// let options = Options::new("mail-sender", Duration::from_secs(5))
+///     .with_mode(Mode::Ranked)
+///     .with_cancel(stop.clone());
+/// assert!(options.cancel.is_some());
+/// ```
+pub type Options = lease_core::driver::Options<CancelToken>;
+
+/// A worker's whole run, to spawn on an executor ([`discover_with`]).
+pub type Worker = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// Starts a worker of the group named in `options` on `connection` and
+/// returns its pair stream. The worker runs on smol's global executor
+/// (`smol::spawn`), from any executor; see [`discover_with`] to choose.
+///
+/// Invalid options are rejected here, with the first problem found.
+pub fn discover<C>(connection: C, options: Options) -> Result<Discover, OptionsError>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    discover_with(connection, options, |worker| smol::spawn(worker).detach())
+}
+
+/// Like [`discover`], but hands the worker to `spawn`, which must run it to
+/// completion on some executor (for example `async_std::task::spawn`, or a
+/// `smol::Executor` of your own). Dropping the returned [`Discover`] ends the
+/// worker at its next poll.
+pub fn discover_with<C>(
+    connection: C,
+    options: Options,
+    spawn: impl FnOnce(Worker),
+) -> Result<Discover, OptionsError>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let token = Token::new(rand::random());
+    let (driver, pairs) = Driver::new(&options.lease, token, Instant::now(), "redis-rs/smol")?;
+    let cancel = options.cancel.unwrap_or_default();
+    let cancelled = async move { cancel.cancelled().await };
+    let run = driver.run(
+        RedisRs(connection),
+        Instant::now,
+        smol::Timer::at,
+        cancelled,
+    );
+    let (abort, registration) = AbortHandle::new_pair();
+    let run = Abortable::new(run, registration);
+    spawn(Box::pin(async move {
+        let _aborted = run.await;
+    }));
+    Ok(Discover { pairs, abort })
+}
+
+/// The pair stream of one worker (see [`Pair`]), returned by [`discover`].
+///
+/// It ends after cancellation (having yielded the idle pair if a lease was
+/// held). Dropping it stops the worker at once.
+#[derive(Debug)]
+pub struct Discover {
+    pairs: Pairs,
+    abort: AbortHandle,
+}
+
+impl Discover {
+    /// The group name.
+    pub fn name(&self) -> &str {
+        self.pairs.name()
+    }
+}
+
+impl Drop for Discover {
+    fn drop(&mut self) {
+        self.abort.abort();
+    }
+}
+
+impl Stream for Discover {
+    type Item = Pair;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Pair>> {
+        self.get_mut().pairs.poll_next(cx)
+    }
+}
+
+impl FusedStream for Discover {
+    fn is_terminated(&self) -> bool {
+        self.pairs.is_terminated()
+    }
+}
