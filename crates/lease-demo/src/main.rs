@@ -191,12 +191,12 @@ fn demo(args: &Args) -> Result<bool, DemoError> {
         format!("virtual time at {}x", args.speed)
     };
     let header = vec![
+        format!("lease demo: group \"{name}\" on {where_}"),
         format!(
-            "lease demo: group \"{name}\" on {where_}, {} counting, interval {} ms ({pace})",
+            "{} counting, interval {} ms, {pace}",
             args.mode, args.interval
         ),
-        "The guarantee: while a worker holds slot i, no other worker holds it, and every holder uses the same n."
-            .to_owned(),
+        "The guarantee: one holder per slot i, and every holder uses the same n.".to_owned(),
     ];
     let mut view = View::new(live, header, interval, length);
     let started = Instant::now();

@@ -74,14 +74,14 @@ impl What {
                 format!("{} start", names.join(" "))
             }
             What::Join(w) => format!("w{w} joins (a newcomer lands at the tail)"),
-            What::Crash(w) => format!(
-                "w{w} crashes (no stand-down; its slot is unowned until the group re-counts)"
-            ),
+            What::Crash(w) => {
+                format!("w{w} crashes: no stand-down, its slot is unowned until a re-count")
+            }
             What::Stall(w, l) => {
-                format!("w{w} stalls for {l} intervals (its process is frozen, its lease runs out)")
+                format!("w{w} stalls for {l} intervals: frozen, its lease runs out")
             }
             What::RestartRedis(_) => "Redis restarts and loses every key".to_owned(),
-            What::Cancel(w) => format!("w{w} is cancelled (it stands down, then ends)"),
+            What::Cancel(w) => format!("w{w} is cancelled: it stands down, then ends"),
             What::End => "the demo ends".to_owned(),
         }
     }

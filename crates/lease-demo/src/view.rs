@@ -164,10 +164,7 @@ impl View {
         );
         let why = reason.map(|r| format!(": {r}")).unwrap_or_default();
         let late = if at > ended_at + Duration::from_millis(5) {
-            format!(
-                " (the lease had ended at {:.3} s; the worker was frozen)",
-                ended_at.as_secs_f64()
-            )
+            format!(" (ended at {:.3} s, while frozen)", ended_at.as_secs_f64())
         } else {
             String::new()
         };
@@ -217,7 +214,8 @@ impl View {
         if !self.live {
             return;
         }
-        let frame = self.frame();
+        let width = terminal_width();
+        let frame: Vec<String> = self.frame().iter().map(|l| fit(l, width)).collect();
         let mut out = String::new();
         if self.drawn > 0 {
             // Back to the first line of the previous frame.
@@ -264,7 +262,7 @@ impl View {
         sizes.sort_unstable();
         sizes.dedup();
         let group = match sizes.as_slice() {
-            [] => format!("{YELLOW}n = -  (nobody holds a pair: standing down){RESET}"),
+            [] => format!("{YELLOW}n = -  standing down{RESET}"),
             [n] => {
                 let full = held.len() == *n as usize;
                 if full {
@@ -281,7 +279,7 @@ impl View {
         ));
         lines.push(String::new());
         lines.push(format!(
-            "{BOLD} slot  holder  fencing token  held for{RESET}"
+            "{BOLD} slot  holder  fencing token  held for   n{RESET}"
         ));
         let highest = self
             .workers
@@ -320,12 +318,12 @@ impl View {
                     continue;
                 };
                 let lapsed = if r.lapsed {
-                    format!("  {RED}lease ran out; w{w} is frozen and has not noticed{RESET}")
+                    format!("  {RED}lease ran out: w{w} is frozen{RESET}")
                 } else {
                     String::new()
                 };
                 lines.push(format!(
-                    "  {slot:>2}{star}   {BOLD}w{w:<5}{RESET} {token:>13}  {:>6.1} s  (of n = {n}){lapsed}",
+                    "  {slot:>2}{star}   {BOLD}w{w:<5}{RESET} {token:>13}  {:>6.1} s  {n:>2}{lapsed}",
                     now.saturating_sub(since).as_secs_f64()
                 ));
             }
@@ -356,5 +354,61 @@ impl View {
             None => String::new(),
         });
         lines
+    }
+}
+
+/// The terminal's width in columns (80 if it cannot be read).
+fn terminal_width() -> usize {
+    rustix::termios::tcgetwinsize(std::io::stdout())
+        .map(|w| usize::from(w.ws_col))
+        .ok()
+        .filter(|w| *w >= 20)
+        .unwrap_or(80)
+}
+
+/// `line` cut to fewer than `width` visible characters (escape sequences
+/// do not count), so that no line wraps: the redraw moves the cursor up by
+/// lines, and a wrapped line would make every frame drift.
+fn fit(line: &str, width: usize) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut visible = 0;
+    let mut chars = line.chars();
+    let mut cut = false;
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            out.push(c);
+            // Copy the whole sequence: ESC [ parameters final-letter.
+            for c in chars.by_ref() {
+                out.push(c);
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+            continue;
+        }
+        if visible + 1 >= width {
+            cut = true;
+            break;
+        }
+        out.push(c);
+        visible += 1;
+    }
+    if cut {
+        out.push_str(RESET);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_cut_to_the_width_not_counting_escapes() {
+        assert_eq!(fit("hello", 80), "hello");
+        assert_eq!(fit("hello world", 6), format!("hello{RESET}"));
+        let coloured = format!("{BOLD}ab{RESET}cdef");
+        assert_eq!(fit(&coloured, 4), format!("{BOLD}ab{RESET}c{RESET}"));
+        assert_eq!(fit(&coloured, 80), coloured);
     }
 }

@@ -63,7 +63,7 @@ fn the_simulator_demo_prints_plain_lines_and_draws_the_run() {
         "w3 is cancelled",
         "stands down from",
         "owns (0, 4)",
-        "the worker was frozen",
+        "while frozen",
     ] {
         assert!(stdout.contains(what), "{what:?} missing from\n{stdout}");
     }
