@@ -77,6 +77,12 @@ impl TimelineOptions {
         self
     }
 
+    /// Sets the height of one slot row in pixels.
+    pub fn with_row_height(mut self, row_height: u32) -> Self {
+        self.row_height = row_height;
+        self
+    }
+
     /// Sets the end of the history (see [`TimelineOptions::end_us`]).
     pub fn with_end_us(mut self, end_us: u64) -> Self {
         self.end_us = Some(end_us);
