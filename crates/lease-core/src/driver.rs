@@ -414,9 +414,10 @@ struct Channel {
 fn channel(name: Arc<str>) -> (Sender, Pairs) {
     let shared = Arc::new(Mutex::new(Channel::default()));
     let pairs = Pairs {
-        shared: shared.clone(),
+        rx: Receiver(shared.clone()),
         name,
         done: false,
+        _guard: (),
     };
     (Sender(shared), pairs)
 }
@@ -459,17 +460,35 @@ impl Drop for Sender {
     }
 }
 
-/// The receiving end of a [`Driver`]'s pairs: what an adapter's stream
-/// polls. It logs `pair handed to the loop` for each pair it yields, and
-/// ends (for good) after the driver has stopped and every pair was taken.
+/// The pair stream of one worker (see [`Pair`]): the receiving end of a
+/// [`Driver`]'s pairs, holding `G` (the worker's task handle, so that
+/// dropping the stream stops the worker) for as long as it lives. With the
+/// feature `stream` it is a `futures::Stream` (and `FusedStream`); each
+/// adapter's `Discover` is one.
+///
+/// It logs `pair handed to the loop` for each pair it yields, and ends after
+/// cancellation, having yielded the idle pair if a lease was held.
 #[derive(Debug)]
-pub struct Pairs {
-    shared: Arc<Mutex<Channel>>,
+pub struct Pairs<G = ()> {
+    rx: Receiver,
     name: Arc<str>,
     done: bool,
+    _guard: G,
 }
 
 impl Pairs {
+    /// The stream, holding `guard` until it is dropped.
+    pub fn with_guard<G>(self, guard: G) -> Pairs<G> {
+        Pairs {
+            rx: self.rx,
+            name: self.name,
+            done: self.done,
+            _guard: guard,
+        }
+    }
+}
+
+impl<G> Pairs<G> {
     /// The group name.
     pub fn name(&self) -> &str {
         &self.name
@@ -485,7 +504,7 @@ impl Pairs {
         if self.done {
             return Poll::Ready(None);
         }
-        let mut c = lock(&self.shared);
+        let mut c = lock(&self.rx.0);
         if let Some(pair) = c.queue.pop_front() {
             drop(c);
             diag::pair_handed_to_the_loop(&self.name, pair.as_ref().map(Lease::slot));
@@ -503,9 +522,29 @@ impl Pairs {
     }
 }
 
-impl Drop for Pairs {
+#[cfg(feature = "stream")]
+impl<G: Unpin> futures_core::Stream for Pairs<G> {
+    type Item = Pair;
+
+    fn poll_next(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Pair>> {
+        Pairs::poll_next(self.get_mut(), cx)
+    }
+}
+
+#[cfg(feature = "stream")]
+impl<G: Unpin> futures_core::FusedStream for Pairs<G> {
+    fn is_terminated(&self) -> bool {
+        self.done
+    }
+}
+
+/// The stream's end of the channel: marks it dropped, so the driver stops.
+#[derive(Debug)]
+struct Receiver(Arc<Mutex<Channel>>);
+
+impl Drop for Receiver {
     fn drop(&mut self) {
-        lock(&self.shared).dropped = true;
+        lock(&self.0).dropped = true;
     }
 }
 
@@ -563,6 +602,17 @@ mod tests {
         }
     }
 
+    /// Runs `driver` to its end in virtual time, against a flushed cache.
+    fn run_virtual(driver: Driver, t0: Instant, cancelled: impl Future) {
+        let runtime = Virtual {
+            t0,
+            micros: AtomicU64::new(0),
+        };
+        let conn = Flushed(Mutex::default());
+        let now = || runtime.now();
+        block_on(driver.run(conn, now, |at| runtime.sleep_until(at), cancelled));
+    }
+
     fn driver(t0: Instant) -> (Driver, Pairs) {
         let options = crate::Options::new("g", Duration::from_millis(300));
         Driver::new(&options, Token::new(7), t0, "test").unwrap()
@@ -589,36 +639,14 @@ mod tests {
         let t0 = Instant::now();
         let (driver, pairs) = driver(t0);
         drop(pairs);
-        let runtime = Virtual {
-            t0,
-            micros: AtomicU64::new(0),
-        };
-        let conn = Flushed(Mutex::default());
-        let run = driver.run(
-            conn,
-            || runtime.now(),
-            |at| runtime.sleep_until(at),
-            std::future::pending::<()>(),
-        );
-        block_on(run);
+        run_virtual(driver, t0, std::future::pending::<()>());
     }
 
     #[test]
     fn cancellation_ends_the_stream_after_the_opening_idle_pair() {
         let t0 = Instant::now();
         let (driver, mut pairs) = driver(t0);
-        let runtime = Virtual {
-            t0,
-            micros: AtomicU64::new(0),
-        };
-        let conn = Flushed(Mutex::default());
-        let run = driver.run(
-            conn,
-            || runtime.now(),
-            |at| runtime.sleep_until(at),
-            std::future::ready(()),
-        );
-        block_on(run);
+        run_virtual(driver, t0, std::future::ready(()));
         let mut cx = Context::from_waker(Waker::noop());
         assert_eq!(pairs.poll_next(&mut cx), Poll::Ready(Some(None)));
         assert_eq!(pairs.poll_next(&mut cx), Poll::Ready(None));

@@ -106,14 +106,10 @@
 #![forbid(unsafe_code)]
 
 use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Instant;
 
 use fred::interfaces::LuaInterface;
 use fred::types::Value;
-use futures::Stream;
-use futures::stream::FusedStream;
 use lease_core::Token;
 use lease_core::driver::{Command, Connection, Driver, Pairs, Verb};
 use tokio_util::sync::CancellationToken;
@@ -155,48 +151,18 @@ where
 {
     let token = Token::new(rand::random());
     let (driver, pairs) = Driver::new(&options.lease, token, Instant::now(), "fred")?;
-    let cancel = options.cancel.unwrap_or_default();
+    let cancelled = options.cancel.unwrap_or_default().cancelled_owned();
     let sleep_until = |at: Instant| tokio::time::sleep_until(at.into());
-    let run = driver.run(
-        Fred(client),
-        Instant::now,
-        sleep_until,
-        cancel.cancelled_owned(),
-    );
-    let task = AbortOnDropHandle::new(tokio::spawn(run));
-    Ok(Discover { pairs, _task: task })
+    let run = driver.run(Fred(client), Instant::now, sleep_until, cancelled);
+    Ok(pairs.with_guard(AbortOnDropHandle::new(tokio::spawn(run))))
 }
 
-/// The pair stream of one worker (see [`Pair`]), returned by [`discover`].
+/// The pair stream of one worker (see [`Pair`]), returned by [`discover`]: a
+/// `futures::Stream` (and `FusedStream`) with [`Pairs::name`].
 ///
 /// It ends after cancellation (having yielded the idle pair if a lease was
 /// held). Dropping it stops the worker at once.
-#[derive(Debug)]
-pub struct Discover {
-    pairs: Pairs,
-    _task: AbortOnDropHandle<()>,
-}
-
-impl Discover {
-    /// The group name.
-    pub fn name(&self) -> &str {
-        self.pairs.name()
-    }
-}
-
-impl Stream for Discover {
-    type Item = Pair;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Pair>> {
-        self.get_mut().pairs.poll_next(cx)
-    }
-}
-
-impl FusedStream for Discover {
-    fn is_terminated(&self) -> bool {
-        self.pairs.is_terminated()
-    }
-}
+pub type Discover = Pairs<AbortOnDropHandle<()>>;
 
 /// A fred client as the driver uses it: `EVALSHA`/`EVAL` through fred's
 /// script interface, the reply taken as a [`Value`].

@@ -1,13 +1,9 @@
 //! The tokio side: the worker's task, its timers and its cancellation
 //! token; the loop itself is [`lease_core::driver::Driver::run`].
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Instant;
 
-use futures::Stream;
-use futures::stream::FusedStream;
-use lease_core::driver::{Driver, Pair, Pairs};
+use lease_core::driver::{Driver, Pairs};
 use lease_core::{OptionsError, Token};
 use redis::aio::ConnectionLike;
 use tokio_util::sync::CancellationToken;
@@ -50,45 +46,15 @@ where
 {
     let token = Token::new(rand::random());
     let (driver, pairs) = Driver::new(&options.lease, token, Instant::now(), "redis-rs")?;
-    let cancel = options.cancel.unwrap_or_default();
+    let cancelled = options.cancel.unwrap_or_default().cancelled_owned();
     let sleep_until = |at: Instant| tokio::time::sleep_until(at.into());
-    let run = driver.run(
-        RedisRs(connection),
-        Instant::now,
-        sleep_until,
-        cancel.cancelled_owned(),
-    );
-    let task = AbortOnDropHandle::new(tokio::spawn(run));
-    Ok(Discover { pairs, _task: task })
+    let run = driver.run(RedisRs(connection), Instant::now, sleep_until, cancelled);
+    Ok(pairs.with_guard(AbortOnDropHandle::new(tokio::spawn(run))))
 }
 
-/// The pair stream of one worker (see [`Pair`]), returned by [`discover`].
+/// The pair stream of one worker (see [`Pair`](crate::Pair)), returned by [`discover`]: a
+/// `futures::Stream` (and `FusedStream`) with [`Pairs::name`].
 ///
 /// It ends after cancellation (having yielded the idle pair if a lease was
 /// held). Dropping it stops the worker at once.
-#[derive(Debug)]
-pub struct Discover {
-    pairs: Pairs,
-    _task: AbortOnDropHandle<()>,
-}
-
-impl Discover {
-    /// The group name.
-    pub fn name(&self) -> &str {
-        self.pairs.name()
-    }
-}
-
-impl Stream for Discover {
-    type Item = Pair;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Pair>> {
-        self.get_mut().pairs.poll_next(cx)
-    }
-}
-
-impl FusedStream for Discover {
-    fn is_terminated(&self) -> bool {
-        self.pairs.is_terminated()
-    }
-}
+pub type Discover = Pairs<AbortOnDropHandle<()>>;

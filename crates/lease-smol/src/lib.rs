@@ -93,12 +93,9 @@ mod cancel;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Instant;
 
-use futures::Stream;
 use futures::future::{AbortHandle, Abortable};
-use futures::stream::FusedStream;
 use lease_core::Token;
 use lease_core::driver::{Driver, Pairs};
 use lease_redis::RedisRs;
@@ -165,42 +162,22 @@ where
     spawn(Box::pin(async move {
         let _aborted = run.await;
     }));
-    Ok(Discover { pairs, abort })
+    Ok(pairs.with_guard(AbortOnDrop(abort)))
 }
 
-/// The pair stream of one worker (see [`Pair`]), returned by [`discover`].
+/// The pair stream of one worker (see [`Pair`]), returned by [`discover`]: a
+/// `futures::Stream` (and `FusedStream`) with [`Pairs::name`].
 ///
 /// It ends after cancellation (having yielded the idle pair if a lease was
 /// held). Dropping it stops the worker at once.
+pub type Discover = Pairs<AbortOnDrop>;
+
+/// Ends the worker's run when the stream is dropped.
 #[derive(Debug)]
-pub struct Discover {
-    pairs: Pairs,
-    abort: AbortHandle,
-}
+pub struct AbortOnDrop(AbortHandle);
 
-impl Discover {
-    /// The group name.
-    pub fn name(&self) -> &str {
-        self.pairs.name()
-    }
-}
-
-impl Drop for Discover {
+impl Drop for AbortOnDrop {
     fn drop(&mut self) {
-        self.abort.abort();
-    }
-}
-
-impl Stream for Discover {
-    type Item = Pair;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Pair>> {
-        self.get_mut().pairs.poll_next(cx)
-    }
-}
-
-impl FusedStream for Discover {
-    fn is_terminated(&self) -> bool {
-        self.pairs.is_terminated()
+        self.0.abort();
     }
 }
