@@ -1,0 +1,159 @@
+//! The faults a run can inject, by name, and `--faults` parsing.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// One kind of fault. The order is the order of the summary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum FaultKind {
+    /// Block one worker's executor thread for 0.5, 1, 3 or 10 intervals.
+    Stall,
+    /// Drop one worker without cancellation; start a new one later.
+    Crash,
+    /// Cancel one worker (it stands down); it rejoins later.
+    Cancel,
+    /// Restart Redis without persistence: every key and script is lost.
+    Restart,
+    /// `CLIENT PAUSE ... ALL` for longer than the gap.
+    Pause,
+    /// `CLIENT KILL` one worker's connection.
+    Kill,
+    /// Latency around the gap, with jitter, on one worker's link.
+    Latency,
+    /// Drop one worker's traffic for a while.
+    Blackhole,
+    /// Reset one worker's connection after a registration reached Redis.
+    Reset,
+    /// `SCRIPT FLUSH`.
+    Flush,
+    /// `FLUSHALL`.
+    Flushall,
+    /// Rolling restart of every worker.
+    Churn,
+    /// A burst join of +50 % workers, who leave again later.
+    Burst,
+}
+
+impl FaultKind {
+    /// Every kind, in summary order.
+    pub(crate) const ALL: [FaultKind; 13] = [
+        FaultKind::Stall,
+        FaultKind::Crash,
+        FaultKind::Cancel,
+        FaultKind::Restart,
+        FaultKind::Pause,
+        FaultKind::Kill,
+        FaultKind::Latency,
+        FaultKind::Blackhole,
+        FaultKind::Reset,
+        FaultKind::Flush,
+        FaultKind::Flushall,
+        FaultKind::Churn,
+        FaultKind::Burst,
+    ];
+
+    /// The name used on the command line and in the history.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            FaultKind::Stall => "stall",
+            FaultKind::Crash => "crash",
+            FaultKind::Cancel => "cancel",
+            FaultKind::Restart => "restart",
+            FaultKind::Pause => "pause",
+            FaultKind::Kill => "kill",
+            FaultKind::Latency => "latency",
+            FaultKind::Blackhole => "blackhole",
+            FaultKind::Reset => "reset",
+            FaultKind::Flush => "flush",
+            FaultKind::Flushall => "flushall",
+            FaultKind::Churn => "churn",
+            FaultKind::Burst => "burst",
+        }
+    }
+}
+
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for FaultKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        FaultKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = FaultKind::ALL.iter().map(|k| k.as_str()).collect();
+                format!(
+                    "unknown fault {s:?} (expected all, none or a comma-separated list of: {})",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+/// The `--faults` value: the kinds to draw from (empty for `none`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FaultSet(pub(crate) Vec<FaultKind>);
+
+impl FromStr for FaultSet {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "all" => Ok(FaultSet(FaultKind::ALL.to_vec())),
+            "none" | "" => Ok(FaultSet(Vec::new())),
+            list => {
+                let mut kinds = Vec::new();
+                for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                    let kind: FaultKind = name.parse()?;
+                    if !kinds.contains(&kind) {
+                        kinds.push(kind);
+                    }
+                }
+                kinds.sort();
+                Ok(FaultSet(kinds))
+            }
+        }
+    }
+}
+
+impl fmt::Display for FaultSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("none");
+        }
+        if self.0.len() == FaultKind::ALL.len() {
+            return f.write_str("all");
+        }
+        let names: Vec<&str> = self.0.iter().map(|k| k.as_str()).collect();
+        f.write_str(&names.join(","))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_all_none_and_lists() {
+        assert_eq!("all".parse::<FaultSet>().unwrap().0.len(), 13);
+        assert!("none".parse::<FaultSet>().unwrap().0.is_empty());
+        let set: FaultSet = "restart, stall,restart".parse().unwrap();
+        assert_eq!(set.0, vec![FaultKind::Stall, FaultKind::Restart]);
+        assert_eq!(set.to_string(), "stall,restart");
+        assert_eq!("all".parse::<FaultSet>().unwrap().to_string(), "all");
+        let err = "stall,boom".parse::<FaultSet>().unwrap_err();
+        assert!(err.contains("boom") && err.contains("flushall"), "{err}");
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for kind in FaultKind::ALL {
+            assert_eq!(kind.as_str().parse::<FaultKind>().unwrap(), kind);
+        }
+    }
+}

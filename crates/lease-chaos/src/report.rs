@@ -1,0 +1,381 @@
+//! What a run found: the checker's verdict on the history, the fencing
+//! sink's counts, and per kind of fault the stand-downs, stale writes,
+//! uncovered time and recovery time in the fault's window.
+//!
+//! A fault's **window** runs from its injection to the next fault's (the last
+//! one's to the start of the shutdown). Faults are injected one at a time,
+//! the next only once the group has been fully covered again for two
+//! intervals (or after 15 intervals without), so a window holds one fault
+//! and the group's answer to it.
+//!
+//! - **stand-downs**: holdings that ended by a release inside the window;
+//! - **stale**: writes the sink rejected as stale inside the window;
+//! - **recovery**: from the end of the fault (the injection for an
+//!   instantaneous one; the wake-up, the lifting, the rejoin, the last
+//!   replacement for the others) to the start of the full coverage that
+//!   lasts to the end of the window: 0 if the group was covered from the
+//!   fault's end on, *unrecovered* if the window ends uncovered.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use lease_sim::checker::{Checker, Coverage, HoldingEnd, Summary};
+
+use crate::faults::FaultKind;
+use crate::sink::SinkStats;
+
+/// One injected fault.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FaultRun {
+    pub(crate) kind: FaultKind,
+    /// The injection, in history microseconds.
+    pub(crate) start_us: u64,
+    /// When its effect ended (a stall's wake-up, the rejoin after a crash,
+    /// ...); the injection for instantaneous faults.
+    pub(crate) end_us: u64,
+}
+
+/// Everything measured for one kind of fault.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct KindStats {
+    pub(crate) count: u64,
+    pub(crate) standdowns: u64,
+    pub(crate) stale: u64,
+    pub(crate) uncovered_us: u64,
+    /// Recovery times of the windows that recovered, sorted.
+    pub(crate) recoveries_us: Vec<u64>,
+    pub(crate) unrecovered: u64,
+}
+
+impl KindStats {
+    fn add(&mut self, other: &KindStats) {
+        self.count += other.count;
+        self.standdowns += other.standdowns;
+        self.stale += other.stale;
+        self.uncovered_us += other.uncovered_us;
+        self.recoveries_us.extend(&other.recoveries_us);
+        self.recoveries_us.sort_unstable();
+        self.unrecovered += other.unrecovered;
+    }
+
+    /// Median recovery (nearest rank).
+    pub(crate) fn recovery_p50_us(&self) -> Option<u64> {
+        percentile(&self.recoveries_us, 50)
+    }
+
+    /// Longest recovery.
+    pub(crate) fn recovery_max_us(&self) -> Option<u64> {
+        self.recoveries_us.last().copied()
+    }
+}
+
+fn percentile(sorted: &[u64], pct: usize) -> Option<u64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = (pct * sorted.len()).div_ceil(100).max(1);
+    sorted.get(rank - 1).copied()
+}
+
+/// The time from `from_us` to the start of the full coverage that lasts
+/// until `to_us`: 0 if `[from_us, to_us)` is covered throughout, `None` if
+/// the instant just before `to_us` is not covered. `spans` are the
+/// checker's covered spans (sorted, disjoint).
+pub(crate) fn recovery_us(spans: &[(u64, u64)], from_us: u64, to_us: u64) -> Option<u64> {
+    if to_us <= from_us {
+        return Some(0);
+    }
+    let last = to_us - 1;
+    let k = spans.partition_point(|&(start, _)| start <= last);
+    let &(start, end) = spans.get(k.checked_sub(1)?)?;
+    if end <= last {
+        return None;
+    }
+    Some(start.saturating_sub(from_us))
+}
+
+/// Per kind of fault, the stats of every window (see the module
+/// documentation). `stale_us` are the sink's stale rejections (any order);
+/// `until_us` ends the last window.
+pub(crate) fn per_kind(
+    checker: &Checker,
+    faults: &[FaultRun],
+    stale_us: &[u64],
+    until_us: u64,
+) -> BTreeMap<FaultKind, KindStats> {
+    let mut released: Vec<u64> = checker
+        .holdings()
+        .iter()
+        .filter(|h| h.end == HoldingEnd::Released)
+        .map(|h| h.end_us)
+        .collect();
+    released.sort_unstable();
+    let mut stale: Vec<u64> = stale_us.to_vec();
+    stale.sort_unstable();
+    let count_in = |sorted: &[u64], a: u64, b: u64| {
+        (sorted.partition_point(|&t| t < b) - sorted.partition_point(|&t| t < a)) as u64
+    };
+    let mut faults: Vec<&FaultRun> = faults.iter().collect();
+    faults.sort_by_key(|f| f.start_us);
+    let mut out: BTreeMap<FaultKind, KindStats> = BTreeMap::new();
+    for (k, fault) in faults.iter().enumerate() {
+        let a = fault.start_us;
+        let b = faults
+            .get(k + 1)
+            .map_or(until_us, |next| next.start_us)
+            .max(a);
+        let stats = out.entry(fault.kind).or_default();
+        stats.count += 1;
+        stats.standdowns += count_in(&released, a, b);
+        stats.stale += count_in(&stale, a, b);
+        stats.uncovered_us += checker.coverage_in(a, b).uncovered_us;
+        match recovery_us(checker.covered_spans(), fault.end_us.clamp(a, b), b) {
+            Some(r) => stats.recoveries_us.push(r),
+            None => stats.unrecovered += 1,
+        }
+    }
+    for stats in out.values_mut() {
+        stats.recoveries_us.sort_unstable();
+    }
+    out
+}
+
+/// How the run was set up, for the report.
+#[derive(Clone, Debug)]
+pub(crate) struct Setup {
+    pub(crate) adapter: &'static str,
+    pub(crate) mode: String,
+    pub(crate) workers: usize,
+    pub(crate) interval_ms: u64,
+    pub(crate) seconds: f64,
+    pub(crate) seed: u64,
+    pub(crate) faults: String,
+}
+
+/// The whole result of a run.
+#[derive(Clone, Debug)]
+pub(crate) struct Report {
+    pub(crate) setup: Setup,
+    /// The checker's verdict on the history.
+    pub(crate) summary: Summary,
+    /// Coverage from the moment the group first settled to the shutdown.
+    pub(crate) steady: Coverage,
+    pub(crate) sink: SinkStats,
+    pub(crate) kinds: BTreeMap<FaultKind, KindStats>,
+    /// Worker failures and other notes, printed before the summary.
+    pub(crate) notes: Vec<String>,
+    /// Sink violations, already rendered with worker names.
+    pub(crate) sink_violations: Vec<String>,
+    /// Proxy connections accepted, and connections reset by faults.
+    pub(crate) proxy: (u64, u64),
+}
+
+fn ms(us: u64) -> String {
+    format!("{:.1}", us as f64 / 1000.0)
+}
+
+fn opt_ms(us: Option<u64>) -> String {
+    us.map_or_else(|| "-".to_owned(), ms)
+}
+
+impl Report {
+    /// No violation of any kind.
+    pub(crate) fn is_ok(&self) -> bool {
+        self.summary.is_ok() && self.sink.is_ok()
+    }
+
+    /// The totals over every kind of fault.
+    fn total(&self) -> KindStats {
+        let mut total = KindStats::default();
+        for stats in self.kinds.values() {
+            total.add(stats);
+        }
+        total
+    }
+
+    /// The full report; its last line is [`Report::last_line`].
+    pub(crate) fn render(&self) -> String {
+        let mut out = String::new();
+        for note in &self.notes {
+            let _ = writeln!(out, "note: {note}");
+        }
+        if !self.kinds.is_empty() {
+            let _ = writeln!(
+                out,
+                "{:<10} {:>6} {:>11} {:>6} {:>13} {:>16} {:>16} {:>12}",
+                "fault",
+                "count",
+                "stand-downs",
+                "stale",
+                "uncovered_ms",
+                "recovery_p50_ms",
+                "recovery_max_ms",
+                "unrecovered"
+            );
+            let total = self.total();
+            let rows = self
+                .kinds
+                .iter()
+                .map(|(k, s)| (k.as_str(), s))
+                .chain(std::iter::once(("total", &total)));
+            for (name, s) in rows {
+                let _ = writeln!(
+                    out,
+                    "{:<10} {:>6} {:>11} {:>6} {:>13} {:>16} {:>16} {:>12}",
+                    name,
+                    s.count,
+                    s.standdowns,
+                    s.stale,
+                    ms(s.uncovered_us),
+                    opt_ms(s.recovery_p50_us()),
+                    opt_ms(s.recovery_max_us()),
+                    s.unrecovered
+                );
+            }
+        }
+        for v in self.summary.violations.iter().take(20) {
+            let _ = writeln!(out, "violation: {v}");
+        }
+        for v in self.summary.fencing.iter().take(20) {
+            let _ = writeln!(out, "violation: {v}");
+        }
+        for a in self.summary.anomalies.iter().take(20) {
+            let _ = writeln!(out, "anomaly: {a}");
+        }
+        for v in self.sink_violations.iter().take(20) {
+            let _ = writeln!(out, "sink violation: {v}");
+        }
+        let _ = writeln!(out, "{}", self.summary);
+        let _ = writeln!(
+            out,
+            "sink: writes={} stale_rejected={} stale_after_stall={} double_writes={} stale_while_valid={}",
+            self.sink.accepted,
+            self.sink.stale.len(),
+            self.sink.stale_after_stall,
+            self.sink.double_writes,
+            self.sink.stale_while_valid
+        );
+        let _ = writeln!(
+            out,
+            "proxy: connections={} resets={}",
+            self.proxy.0, self.proxy.1
+        );
+        out.push_str(&self.last_line());
+        out.push('\n');
+        out
+    }
+
+    /// The one-line summary printed last.
+    pub(crate) fn last_line(&self) -> String {
+        let s = &self.setup;
+        let total = self.total();
+        let per_fault: Vec<String> = self
+            .kinds
+            .iter()
+            .map(|(k, st)| {
+                format!(
+                    "{}:n={},sd={},stale={},rec_ms={}/{}{}",
+                    k,
+                    st.count,
+                    st.standdowns,
+                    st.stale,
+                    opt_ms(st.recovery_p50_us()),
+                    opt_ms(st.recovery_max_us()),
+                    if st.unrecovered > 0 {
+                        format!(",unrecovered={}", st.unrecovered)
+                    } else {
+                        String::new()
+                    }
+                )
+            })
+            .collect();
+        format!(
+            "chaos: {} adapter={} mode={} workers={} interval_ms={} seconds={:.1} seed={} faults={} \
+             violations={} fencing={} anomalies={} double_writes={} stale_while_valid={} \
+             coverage={:.4} coverage_steady={:.4} writes={} stale_rejected={} injected={} \
+             standdowns={} recovery_p50_ms={} recovery_max_ms={} unrecovered={} per_fault=[{}]",
+            if self.is_ok() { "ok" } else { "VIOLATION" },
+            s.adapter,
+            s.mode,
+            s.workers,
+            s.interval_ms,
+            s.seconds,
+            s.seed,
+            s.faults,
+            self.summary.violation_count,
+            self.summary.fencing_count,
+            self.summary.anomaly_count,
+            self.sink.double_writes,
+            self.sink.stale_while_valid,
+            self.summary.coverage.fraction(),
+            self.steady.fraction(),
+            self.sink.accepted,
+            self.sink.stale.len(),
+            total.count,
+            total.standdowns,
+            opt_ms(total.recovery_p50_us()),
+            opt_ms(total.recovery_max_us()),
+            total.unrecovered,
+            per_fault.join(" ")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lease_sim::history::Record;
+
+    #[test]
+    fn recovery_is_the_start_of_the_last_covered_span() {
+        let spans = [(0, 100), (150, 300), (400, 1000)];
+        assert_eq!(recovery_us(&spans, 50, 90), Some(0)); // covered throughout
+        assert_eq!(recovery_us(&spans, 50, 200), Some(100)); // back at 150
+        assert_eq!(recovery_us(&spans, 50, 600), Some(350)); // back at 400
+        assert_eq!(recovery_us(&spans, 50, 350), None); // ends uncovered
+        assert_eq!(recovery_us(&spans, 450, 500), Some(0));
+        assert_eq!(recovery_us(&[], 0, 10), None);
+        assert_eq!(recovery_us(&spans, 10, 10), Some(0));
+    }
+
+    #[test]
+    fn windows_run_from_one_fault_to_the_next() {
+        // One worker holds (0, 1) from 0; a restart at 1000 makes it stand
+        // down at 1200 and own again at 1500; a flush at 3000 costs nothing.
+        let records = vec![
+            Record::join("w0", 0),
+            Record::own("w0", 0, 1, 10, 0),
+            Record::fault("restart", 1000),
+            Record::release("w0", 0, 1, 1200),
+            Record::own("w0", 0, 1, 14, 1500),
+            Record::fault("flush", 3000),
+        ];
+        let checker = Checker::new(&records, Some(4000));
+        let faults = [
+            FaultRun {
+                kind: FaultKind::Restart,
+                start_us: 1000,
+                end_us: 1000,
+            },
+            FaultRun {
+                kind: FaultKind::Flush,
+                start_us: 3000,
+                end_us: 3000,
+            },
+        ];
+        let kinds = per_kind(&checker, &faults, &[1300, 3500], 4000);
+        let restart = &kinds[&FaultKind::Restart];
+        assert_eq!(
+            (restart.count, restart.standdowns, restart.stale),
+            (1, 1, 1)
+        );
+        assert_eq!(restart.uncovered_us, 300);
+        assert_eq!(restart.recoveries_us, vec![500]);
+        let flush = &kinds[&FaultKind::Flush];
+        assert_eq!(
+            (flush.standdowns, flush.stale, flush.uncovered_us),
+            (0, 1, 0)
+        );
+        assert_eq!(flush.recoveries_us, vec![0]);
+    }
+}

@@ -1,0 +1,190 @@
+//! One worker's loop, the same for every adapter: it consumes the adapter's
+//! pair stream, does the tasks of the pair it holds (checking its lease before
+//! each one and writing the result to the fencing sink), and obeys the
+//! controller (stall, crash, cancel).
+//!
+//! Each worker runs on an OS thread of its own with an executor of its own
+//! (see [`crate::adapters`]); the loop itself only uses `futures`, `std` and
+//! a `sleep` the adapter passes in, so it runs on any runtime. A stall blocks
+//! that thread with [`std::thread::sleep`], freezing the adapter's I/O loop
+//! and timers as well as the loop body, like a paused process.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+
+use futures::channel::mpsc::UnboundedReceiver;
+use futures::{FutureExt, Stream, StreamExt, select_biased};
+use lease_core::Lease;
+use tokio_util::sync::CancellationToken;
+
+use crate::sink::FencingSink;
+
+/// What the controller tells a worker thread.
+#[derive(Debug)]
+pub(crate) enum Control {
+    /// Block the executor thread for this long. With `mid_task`, and a lease
+    /// held, the freeze happens between a task's validity check and its
+    /// write (the fencing case); otherwise at once.
+    Stall { duration: Duration, mid_task: bool },
+    /// Die without standing down: the pair stream is dropped.
+    Crash,
+    /// Stand down through the adapter's cancellation token.
+    Cancel,
+}
+
+/// What a worker thread tells the controller. Every message carries the
+/// worker's instance id; a thread sends nothing after `Ended`, `Crashed` or
+/// `Failed`.
+#[derive(Debug)]
+pub(crate) enum Msg {
+    /// The loop received a pair, at that instant.
+    Pair {
+        id: u64,
+        pair: Option<Lease>,
+        at: Instant,
+    },
+    /// The stream ended after cancellation.
+    Ended { id: u64, at: Instant },
+    /// The worker died on a crash order.
+    Crashed { id: u64, at: Instant },
+    /// The worker could not start.
+    Failed { id: u64, error: String },
+}
+
+/// Everything a worker's loop needs besides the pair stream.
+pub(crate) struct WorkerCtx {
+    /// The instance id, unique in the run.
+    pub(crate) id: u64,
+    pub(crate) control: UnboundedReceiver<Control>,
+    pub(crate) events: Sender<Msg>,
+    pub(crate) sink: Arc<FencingSink>,
+    /// The task source: tasks `0..tasks`, task `t` belongs to `t % n`.
+    pub(crate) tasks: u64,
+    /// How often the loop does a round of its tasks.
+    pub(crate) tick: Duration,
+    /// The adapter's cancellation token.
+    pub(crate) cancel: CancellationToken,
+}
+
+impl WorkerCtx {
+    /// Reports that the worker could not start.
+    pub(crate) fn failed(&self, error: impl std::fmt::Display) {
+        let _ = self.events.send(Msg::Failed {
+            id: self.id,
+            error: error.to_string(),
+        });
+    }
+}
+
+/// Waits for `start` (an adapter connecting, say) while obeying the
+/// controller: a crash or cancel order ends the worker before it started
+/// (`None`, the end already reported).
+pub(crate) async fn starting<T>(ctx: &mut WorkerCtx, start: impl Future<Output = T>) -> Option<T> {
+    let mut start = pin!(start.fuse());
+    loop {
+        select_biased! {
+            control = ctx.control.next() => match control {
+                Some(Control::Stall { duration, .. }) => std::thread::sleep(duration),
+                Some(Control::Cancel) => {
+                    let _ = ctx.events.send(Msg::Ended { id: ctx.id, at: Instant::now() });
+                    return None;
+                }
+                Some(Control::Crash) | None => {
+                    let _ = ctx.events.send(Msg::Crashed { id: ctx.id, at: Instant::now() });
+                    return None;
+                }
+            },
+            value = start => return Some(value),
+        }
+    }
+}
+
+/// Runs the loop until the stream ends (after cancellation) or a crash
+/// order. `sleep` is the adapter runtime's timer.
+pub(crate) async fn drive<S, F, Fut>(pairs: S, sleep: F, mut ctx: WorkerCtx)
+where
+    S: Stream<Item = Option<Lease>> + Unpin,
+    F: Fn(Duration) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let mut pairs = pairs.fuse();
+    let mut held: Option<Lease> = None;
+    let mut pending_stall: Option<Duration> = None;
+    let mut tick = Box::pin(sleep(ctx.tick).fuse());
+    loop {
+        select_biased! {
+            control = ctx.control.next() => match control {
+                Some(Control::Stall { duration, mid_task }) => {
+                    if mid_task && held.is_some() {
+                        pending_stall = Some(duration);
+                    } else {
+                        std::thread::sleep(duration);
+                    }
+                }
+                Some(Control::Cancel) => ctx.cancel.cancel(),
+                Some(Control::Crash) | None => {
+                    // Returning drops the stream: the adapter stops at once.
+                    let _ = ctx.events.send(Msg::Crashed { id: ctx.id, at: Instant::now() });
+                    return;
+                }
+            },
+            pair = pairs.next() => {
+                let at = Instant::now();
+                match pair {
+                    Some(pair) => {
+                        held.clone_from(&pair);
+                        if ctx.events.send(Msg::Pair { id: ctx.id, pair, at }).is_err() {
+                            return;
+                        }
+                    }
+                    None => {
+                        let _ = ctx.events.send(Msg::Ended { id: ctx.id, at });
+                        return;
+                    }
+                }
+            },
+            () = tick => {
+                tick = Box::pin(sleep(ctx.tick).fuse());
+                work(held.as_ref(), &mut pending_stall, &ctx);
+            },
+        }
+    }
+}
+
+/// One round of tasks: every task of the held pair, each only if the lease
+/// is valid at that instant, each result written to the sink with the
+/// lease's token.
+fn work(held: Option<&Lease>, pending_stall: &mut Option<Duration>, ctx: &WorkerCtx) {
+    let Some(lease) = held else {
+        if let Some(d) = pending_stall.take() {
+            std::thread::sleep(d);
+        }
+        return;
+    };
+    let (i, n) = (u64::from(lease.i()), u64::from(lease.n()));
+    let mut task = i;
+    while task < ctx.tasks {
+        if !lease.is_valid() {
+            break;
+        }
+        // Frozen here, between the check and the write, the worker wakes up
+        // with a lease that may have ended: the sink must catch it.
+        let stalled = match pending_stall.take() {
+            Some(d) => {
+                std::thread::sleep(d);
+                true
+            }
+            None => false,
+        };
+        ctx.sink
+            .write(task, lease.token(), ctx.id, stalled, || lease.is_valid());
+        task += n;
+    }
+    // The lease ran out before the stall's moment came: freeze anyway.
+    if let Some(d) = pending_stall.take() {
+        std::thread::sleep(d);
+    }
+}
