@@ -13,11 +13,13 @@
 //! ```text
 //! pub type Options = lease_core::driver::Options<MyCancelToken>;
 //!
+//! pub type Discover = Pairs<MyTaskHandle>; // dropping it must stop the task
+//!
 //! pub fn discover(conn: MyClient, options: Options) -> Result<Discover, OptionsError> {
 //!     let (driver, pairs) = Driver::new(&options.lease, Token::new(random()), now(), "my-client")?;
 //!     let cancelled = /* a future that completes when options.cancel is cancelled */;
 //!     let task = spawn(driver.run(MyConnection(conn), Instant::now, sleep_until, cancelled));
-//!     Ok(Discover { pairs, task }) // a Stream whose poll_next is pairs.poll_next
+//!     Ok(pairs.with_guard(task))
 //! }
 //! ```
 //!
@@ -290,7 +292,7 @@ impl Driver {
         &self.name
     }
 
-    /// Runs the worker on `conn` and `runtime` until `cancelled` completes
+    /// Runs the worker on `conn` until `cancelled` completes
     /// (it then stands down: the stream yields the idle pair once if a lease
     /// is held, then ends) or the stream is dropped. Dropping this future
     /// stops the worker at once, like a crash.
