@@ -168,6 +168,10 @@ pub(crate) struct Report {
     pub(crate) sink_violations: Vec<String>,
     /// Proxy connections accepted, and connections reset by faults.
     pub(crate) proxy: (u64, u64),
+    /// Stalls between a task's check and its write longer than any lease
+    /// runs: each should come back as a stale write (unless nobody wrote the
+    /// task meanwhile).
+    pub(crate) long_mid_stalls: u64,
 }
 
 fn ms(us: u64) -> String {
@@ -248,10 +252,11 @@ impl Report {
         let _ = writeln!(out, "{}", self.summary);
         let _ = writeln!(
             out,
-            "sink: writes={} stale_rejected={} stale_after_stall={} double_writes={} stale_while_valid={}",
+            "sink: writes={} stale_rejected={} stale_after_stall={} long_mid_task_stalls={} double_writes={} stale_while_valid={}",
             self.sink.accepted,
             self.sink.stale.len(),
             self.sink.stale_after_stall,
+            self.long_mid_stalls,
             self.sink.double_writes,
             self.sink.stale_while_valid
         );

@@ -116,6 +116,7 @@ pub(crate) fn run(args: &Args) -> Result<Report, String> {
         settled_us: None,
         notes: Vec::new(),
         proxy_counts: (0, 0),
+        long_mid_stalls: 0,
     };
     chaos.go()
 }
@@ -236,6 +237,9 @@ struct Chaos<'a> {
     notes: Vec<String>,
     /// Proxy connections accepted and reset, over the reaped workers.
     proxy_counts: (u64, u64),
+    /// Stalls between a check and a write, longer than any lease can run
+    /// (2 intervals): the worker wakes with an ended lease.
+    long_mid_stalls: u64,
 }
 
 impl Chaos<'_> {
@@ -672,6 +676,9 @@ impl Chaos<'_> {
                     if coin { " mid-task" } else { "" }
                 );
                 self.note_fault(kind, victim, detail, now, planned_end)?;
+                if coin && duration > l * 2 {
+                    self.long_mid_stalls += 1;
+                }
                 self.send(
                     id,
                     Control::Stall {
@@ -940,6 +947,7 @@ impl Chaos<'_> {
             notes: self.notes,
             sink_violations,
             proxy: self.proxy_counts,
+            long_mid_stalls: self.long_mid_stalls,
         })
     }
 
