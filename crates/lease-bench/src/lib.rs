@@ -54,11 +54,22 @@ fn read(path: &str) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
+/// The machine's load average over the last minute (`/proc/loadavg`): how
+/// busy the (shared) machine was while a figure was taken.
+pub fn load_average() -> f64 {
+    read("/proc/loadavg")
+        .split_whitespace()
+        .next()
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
 /// Prints the header every table starts with: what, how to reproduce, where.
 pub fn header(title: &str, command: &str) {
     println!("## {title}\n");
     println!("- command: `{command}`");
     println!("- machine: {}", machine());
+    println!("- load average at the start: {:.2}", load_average());
     println!();
 }
 

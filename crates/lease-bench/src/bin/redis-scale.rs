@@ -4,7 +4,7 @@
 //! Redis CPU per registration (`INFO commandstats`, and the whole server
 //! process) and Redis memory per group.
 //!
-//! Usage: `redis-scale [--groups N] [--intervals N] [--interval-ms MS]`
+//! Usage: `redis-scale [--groups N[,N..]] [--intervals N] [--interval-ms MS]`
 //! (default 10,000 groups, 60 intervals of 1,000 ms).
 
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use futures::StreamExt;
 use lease_bench::redis::{
     Totals, command_stats, info_field, reset_stats, server_pid, server_version,
 };
-use lease_bench::{Table, cpu_time, header, percentile};
+use lease_bench::{Table, cpu_time, header, load_average, percentile};
 use lease_core::Mode;
 use lease_testkit::RedisServer;
 
@@ -42,6 +42,9 @@ struct Row {
     p99_ms: f64,
     max_ms: f64,
     bytes_per_group: f64,
+    load: (f64, f64),
+    /// Groups whose worker held no lease at the end of the window.
+    idle_at_end: u64,
 }
 
 async fn run(server: &RedisServer, groups: usize, l: Duration, intervals: u32, mode: Mode) -> Row {
@@ -87,6 +90,7 @@ async fn run(server: &RedisServer, groups: usize, l: Duration, intervals: u32, m
     let before = totals.snapshot();
     totals.take_latencies();
     let items = counts.items.load(Ordering::Relaxed);
+    let load_before = load_average();
     let (cpu0, redis0, t0) = (cpu_time("self"), cpu_time(&pid), Instant::now());
     tokio::time::sleep(l * intervals).await;
     let (cpu1, redis1, wall) = (cpu_time("self"), cpu_time(&pid), t0.elapsed());
@@ -95,6 +99,7 @@ async fn run(server: &RedisServer, groups: usize, l: Duration, intervals: u32, m
     let after = totals.snapshot().since(&before);
     let changes = counts.items.load(Ordering::Relaxed) - items;
     let memory_after = info_field(server, "memory", "used_memory").unwrap_or(0.0);
+    let idle_at_end = groups as u64 - counts.holding.load(Ordering::Relaxed).min(groups as u64);
     let lat = totals.take_latencies();
     for t in tasks {
         t.abort();
@@ -116,22 +121,30 @@ async fn run(server: &RedisServer, groups: usize, l: Duration, intervals: u32, m
         p99_ms: ms(99),
         max_ms: ms(100),
         bytes_per_group: (memory_after - memory_before) / groups as f64,
+        load: (load_before, load_average()),
+        idle_at_end,
     }
 }
 
 fn main() {
-    let mut groups = 10_000usize;
+    let mut sizes = vec![10_000usize];
     let mut intervals = 60u32;
     let mut interval_ms = 1000u64;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
+        if a == "--groups" {
+            let list = args.next().unwrap_or_default();
+            sizes = list.split(',').filter_map(|s| s.parse().ok()).collect();
+            continue;
+        }
         let v = args.next().and_then(|s| s.parse::<u64>().ok());
         match (a.as_str(), v) {
-            ("--groups", Some(v)) => groups = v as usize,
             ("--intervals", Some(v)) => intervals = v as u32,
             ("--interval-ms", Some(v)) => interval_ms = v,
             _ => {
-                eprintln!("usage: redis-scale [--groups N] [--intervals N] [--interval-ms MS]");
+                eprintln!(
+                    "usage: redis-scale [--groups N[,N..]] [--intervals N] [--interval-ms MS]"
+                );
                 std::process::exit(2);
             }
         }
@@ -139,7 +152,7 @@ fn main() {
     let l = Duration::from_millis(interval_ms);
     header(
         &format!(
-            "Real Redis: one process, {groups} groups over one connection, L = {interval_ms} ms, {intervals} intervals"
+            "Real Redis: one process, many groups over one connection, L = {interval_ms} ms, {intervals} intervals"
         ),
         "scripts/bench-redis.sh scale",
     );
@@ -149,8 +162,10 @@ fn main() {
         .build()
         .expect("runtime");
     let mut table = Table::new(&[
+        "groups",
         "mode",
         "all owning after",
+        "groups idle at the end",
         "pair changes",
         "expiries",
         "stand-downs",
@@ -161,16 +176,26 @@ fn main() {
         "redis-server CPU (share of one core)",
         "Redis CPU per registration: script (commandstats) / whole server",
         "Redis memory per group",
+        "machine load average (start, end)",
     ]);
     let mut version = String::new();
-    for mode in [Mode::Ranked, Mode::Arrival] {
+    for (groups, mode) in sizes
+        .iter()
+        .flat_map(|&g| [(g, Mode::Ranked), (g, Mode::Arrival)])
+    {
         let server = RedisServer::start().expect("redis-server starts");
         version = server_version(&server);
         let r = rt.block_on(run(&server, groups, l, intervals, mode));
-        eprintln!("{mode} done: {} expiries", r.expiries);
+        eprintln!("{groups} {mode} done: {} expiries", r.expiries);
         table.row([
+            groups.to_string(),
             mode.to_string(),
-            format!("{:.1} L", r.settle.as_secs_f64() / l.as_secs_f64()),
+            if r.settle >= l * 20 {
+                "not within 20 L".to_owned()
+            } else {
+                format!("{:.1} L", r.settle.as_secs_f64() / l.as_secs_f64())
+            },
+            r.idle_at_end.to_string(),
             r.changes.to_string(),
             r.expiries.to_string(),
             r.stand_downs.to_string(),
@@ -184,6 +209,7 @@ fn main() {
                 r.usec_per_call, r.redis_us_per_registration
             ),
             format!("{:.0} B", r.bytes_per_group),
+            format!("{:.1}, {:.1}", r.load.0, r.load.1),
         ]);
     }
     table.print();

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use lease_bench::redis::{Totals, command_stats, reset_stats, server_version};
-use lease_bench::{Table, header, percentile};
+use lease_bench::{Table, header, load_average, percentile};
 use lease_core::Mode;
 use lease_testkit::RedisServer;
 use tokio::sync::mpsc;
@@ -33,6 +33,10 @@ struct Row {
     p99_ms: f64,
     max_ms: f64,
     settled_at_end: bool,
+    load: (f64, f64),
+    /// The longest a 5 ms timer of this process woke up late: how long the
+    /// process went without CPU (scheduling on the shared machine).
+    late_ms: f64,
 }
 
 type Item = (usize, Option<(u32, u32)>);
@@ -50,6 +54,7 @@ fn settled(latest: &[Option<(u32, u32)>]) -> bool {
 
 async fn run(server: &RedisServer, l: Duration, workers: usize, intervals: u32, mode: Mode) -> Row {
     let totals = Totals::global();
+    let load_before = load_average();
     let client = redis::Client::open(server.url()).expect("url");
     let name = format!("settled-{}", l.as_millis());
     let (tx, mut rx) = mpsc::unbounded_channel::<Item>();
@@ -82,6 +87,18 @@ async fn run(server: &RedisServer, l: Duration, workers: usize, intervals: u32, 
     while let Ok((w, p)) = rx.try_recv() {
         latest[w] = p;
     }
+    let late = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let watch = {
+        let late = late.clone();
+        tokio::spawn(async move {
+            loop {
+                let due = Instant::now() + Duration::from_millis(5);
+                tokio::time::sleep_until(due.into()).await;
+                let us = Instant::now().saturating_duration_since(due).as_micros() as u64;
+                late.fetch_max(us, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+    };
     reset_stats(server);
     let before = totals.snapshot();
     totals.take_latencies();
@@ -98,6 +115,7 @@ async fn run(server: &RedisServer, l: Duration, workers: usize, intervals: u32, 
     for t in tasks {
         t.abort();
     }
+    watch.abort();
     let ms = |p: usize| percentile(&lat, p).unwrap_or(f64::NAN) * 1000.0;
     Row {
         settle,
@@ -109,6 +127,8 @@ async fn run(server: &RedisServer, l: Duration, workers: usize, intervals: u32, 
         p99_ms: ms(99),
         max_ms: ms(100),
         settled_at_end: settled(&latest),
+        load: (load_before, load_average()),
+        late_ms: late.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1000.0,
     }
 }
 
@@ -152,6 +172,8 @@ fn main() {
         "round trips per worker per interval",
         "registration p50 / p99 / max",
         "settled at the end",
+        "machine load average (start, end)",
+        "longest timer lateness of this process",
     ]);
     let mut version = String::new();
     for ms in sweep {
@@ -172,6 +194,8 @@ fn main() {
             format!("{:.4}", r.round_trips),
             format!("{:.2} / {:.2} / {:.2} ms", r.p50_ms, r.p99_ms, r.max_ms),
             if r.settled_at_end { "yes" } else { "no" }.to_owned(),
+            format!("{:.1}, {:.1}", r.load.0, r.load.1),
+            format!("{:.1} ms", r.late_ms),
         ]);
     }
     table.print();

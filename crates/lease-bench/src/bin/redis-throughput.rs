@@ -17,7 +17,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use lease_bench::{Table, header};
+use lease_bench::{Table, header, load_average};
 use lease_core::{Mode, Options, Reply, Script, Token, Worker};
 use lease_testkit::RedisServer;
 use redis::Value;
@@ -183,11 +183,13 @@ fn main() {
         "ratio",
         "lease path (1 multiplexed connection, C in flight)",
         "ratio",
+        "machine load average (start, end)",
     ]);
     let per_client = requests / clients;
     for mode in [Mode::Ranked, Mode::Arrival] {
         let server = RedisServer::start().expect("redis-server starts");
         let client = redis::Client::open(server.url()).expect("url");
+        let load_before = load_average();
         let (reg, many, one) = rt.block_on(async {
             let mut conn = client
                 .get_multiplexed_async_connection()
@@ -211,6 +213,7 @@ fn main() {
             format!("{:.2}", many / theirs),
             format!("{one:.0}/s"),
             format!("{:.2}", one / theirs),
+            format!("{load_before:.1}, {:.1}", load_average()),
         ]);
     }
     table.print();
