@@ -1,0 +1,157 @@
+//! Shared by the fuzz targets: a checker of what one worker tells its
+//! application (the pair stream of DESIGN section 3, rule 11, and the
+//! contracts documented on `Event`, `Released`, `Lease` and `Worker`).
+//!
+//! It is fed every event the driver drains and asked to compare the worker's
+//! own view (`lease_at`) after every input. Any violation panics, which
+//! libFuzzer reports as a crash.
+
+use std::time::{Duration, Instant};
+
+use lease_core::{Event, Lease, Worker};
+
+/// What the application has been told by one worker, checked as it arrives.
+#[derive(Debug, Default)]
+pub struct PairStream {
+    /// Events seen so far (the first must be the idle pair).
+    events: u64,
+    /// The lease last handed out with `Pair(Some)` and the instant of the
+    /// input that granted it, until its `Pair(None)`.
+    held: Option<(Lease, Instant)>,
+    /// A `Released` was seen; the next event must be `Pair(None)`.
+    released: bool,
+    stopped: bool,
+}
+
+impl PairStream {
+    /// A stream that has seen nothing yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether `Event::Stopped` was seen.
+    pub fn stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// The lease the application holds (announced and not yet released).
+    pub fn held(&self) -> Option<&Lease> {
+        self.held.as_ref().map(|(l, _)| l)
+    }
+
+    /// One event, drained after the input at `now`. Returns the lease if the
+    /// event granted one.
+    pub fn on_event(&mut self, e: Event, now: Instant) -> Option<Lease> {
+        assert!(!self.stopped, "event {e:?} after Stopped");
+        let first = self.events == 0;
+        self.events += 1;
+        if first {
+            assert_eq!(
+                e,
+                Event::Pair(None),
+                "the first event must be the idle pair"
+            );
+            return None;
+        }
+        if !matches!(e, Event::Pair(None)) {
+            assert!(
+                !self.released,
+                "Released not followed by Pair(None), got {e:?}"
+            );
+        }
+        match e {
+            Event::Pair(None) => {
+                assert!(
+                    self.released,
+                    "Pair(None) without a Released before it (idle pair twice)"
+                );
+                self.released = false;
+                self.held = None;
+                None
+            }
+            Event::Pair(Some(lease)) => {
+                assert!(
+                    self.held.is_none(),
+                    "two leases without an idle pair between: {:?} then {lease:?}",
+                    self.held
+                );
+                assert!(lease.i() < lease.n());
+                assert!(
+                    lease.is_valid_at(now),
+                    "granted a lease already invalid at its grant"
+                );
+                self.held = Some((lease.clone(), now));
+                Some(lease)
+            }
+            Event::Released(r) => {
+                let (lease, granted) = self.held.as_ref().expect("Released without a held lease");
+                assert_eq!(r.slot, lease.slot(), "Released names another slot");
+                assert_eq!(r.token, lease.token(), "Released names another token");
+                assert!(
+                    r.at <= now,
+                    "Released.at is later than the input that produced it"
+                );
+                assert!(r.at >= *granted, "Released.at is before the lease's grant");
+                assert_eq!(
+                    lease.deadline(),
+                    r.at,
+                    "the handed-out lease does not end at Released.at"
+                );
+                assert!(!lease.is_valid_at(now), "a released lease is still valid");
+                self.released = true;
+                None
+            }
+            Event::Stopped => {
+                assert!(!self.released, "Stopped between Released and Pair(None)");
+                assert!(self.held.is_none(), "Stopped while a lease is held");
+                self.stopped = true;
+                None
+            }
+        }
+    }
+
+    /// After the events of an input at `now` are drained: the worker's own
+    /// view agrees with what the application was told. `interval` is `L`.
+    pub fn check_worker(&self, w: &Worker, now: Instant, interval: Duration) {
+        assert_eq!(
+            w.is_stopped(),
+            self.stopped,
+            "is_stopped disagrees with the Stopped event"
+        );
+        self.check_lease_at(w, now);
+        if let Some(l) = w.lease_at(now) {
+            // Rule 6: a lease ends by (k+2)L server time, measured from the
+            // send of a request executed in k: at most 2 L after the send.
+            assert!(
+                l.deadline() <= now + 2 * interval,
+                "lease deadline more than 2 L ahead"
+            );
+        }
+        if let Some((held, _)) = &self.held
+            && w.lease_at(now).is_none()
+        {
+            assert!(
+                !held.is_valid_at(now),
+                "the application's lease is valid but lease_at is None"
+            );
+        }
+    }
+
+    /// `lease_at(at)` (at any instant, no input needed) is valid at `at`,
+    /// has `i < n`, and is the lease the application was last given.
+    pub fn check_lease_at(&self, w: &Worker, at: Instant) {
+        if let Some(l) = w.lease_at(at) {
+            assert!(!self.stopped, "a lease after Stopped");
+            assert!(
+                l.is_valid_at(at),
+                "lease_at returned a lease invalid at that instant"
+            );
+            assert!(l.i() < l.n());
+            let held = self
+                .held()
+                .expect("lease_at returns a lease that was never announced");
+            assert_eq!(l, held, "lease_at differs from the announced lease");
+            assert!(held.is_valid_at(at));
+        }
+    }
+}
