@@ -22,6 +22,8 @@
 //! every history.
 pub mod capture;
 pub mod history;
+#[cfg(feature = "redis-rs")]
+pub mod redis_rs;
 
 use std::future::Future;
 use std::task::{Context, Poll};

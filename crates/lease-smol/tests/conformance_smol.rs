@@ -2,25 +2,17 @@
 //! with the workers and the scenarios on smol's executor, and on
 //! async-std's (the adapter's promise to async-std users). Connections are
 //! a `ConnectionManager` (which reconnects after a restart) and the cluster
-//! async connection, both on redis-rs's smol runtime.
+//! async connection, both on redis-rs's smol runtime (no tokio runtime is
+//! current).
 
 use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::LocalBoxStream;
 use lease_conformance::Adapter;
+use lease_conformance::redis_rs::Conn;
 use lease_core::{Lease, OptionsError};
 use lease_smol::{CancelToken, Options};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::ClusterClient;
-use redis::cluster_async::ClusterConnection;
-
-/// Every connection kind the suite uses.
-#[derive(Clone)]
-enum Conn {
-    Manager(ConnectionManager),
-    Cluster(ClusterConnection),
-}
 
 /// The adapter, with its workers on smol's executor (`discover`) or on
 /// async-std's (`discover_with` and `async_std::task::spawn`).
@@ -36,18 +28,11 @@ impl<const ON_ASYNC_STD: bool> Adapter for Smol<ON_ASYNC_STD> {
     }
 
     async fn connect(url: &str) -> Conn {
-        let client = redis::Client::open(url).expect("url");
-        let config = ConnectionManagerConfig::new()
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(Duration::from_millis(100));
-        let manager = ConnectionManager::new_with_config(client, config).await;
-        Conn::Manager(manager.expect("connection manager"))
+        Conn::manager(url).await
     }
 
     async fn connect_cluster(urls: &[String]) -> Conn {
-        let client = ClusterClient::new(urls.to_vec()).expect("cluster client");
-        let conn = client.get_async_connection().await;
-        Conn::Cluster(conn.expect("cluster connection"))
+        Conn::cluster(urls).await
     }
 
     fn discover(
@@ -56,12 +41,11 @@ impl<const ON_ASYNC_STD: bool> Adapter for Smol<ON_ASYNC_STD> {
         cancel: CancelToken,
     ) -> Result<LocalBoxStream<'static, Option<Lease>>, OptionsError> {
         let options = Options::from(options).with_cancel(cancel);
-        let spawn = |worker| drop(async_std::task::spawn(worker));
-        let pairs = match (conn.clone(), ON_ASYNC_STD) {
-            (Conn::Manager(c), false) => lease_smol::discover(c, options),
-            (Conn::Cluster(c), false) => lease_smol::discover(c, options),
-            (Conn::Manager(c), true) => lease_smol::discover_with(c, options, spawn),
-            (Conn::Cluster(c), true) => lease_smol::discover_with(c, options, spawn),
+        let pairs = if ON_ASYNC_STD {
+            let spawn = |worker| drop(async_std::task::spawn(worker));
+            lease_smol::discover_with(conn.clone(), options, spawn)
+        } else {
+            lease_smol::discover(conn.clone(), options)
         };
         pairs.map(StreamExt::boxed_local)
     }
