@@ -10,8 +10,9 @@
 //! randomness a [`Token`] passed in. It holds everything the adapters share:
 //! option validation ([`Options`]), the Lua scripts ([`Script`]), reply
 //! parsing ([`Reply`]), the [`Worker`] state machine, diagnostics ([`diag`]),
-//! ownership helpers ([`ownership`]), and what every adapter's I/O loop
-//! shares ([`driver`], with [`metrics`]).
+//! and ownership helpers ([`ownership`]). The adapters' I/O loop, written
+//! once on `std` futures, lives beside it in the `lease-driver` crate, so
+//! this one stays free of async code.
 //!
 //! ```
 //! use std::time::{Duration, Instant};
@@ -33,10 +34,8 @@
 
 mod clock;
 pub mod diag;
-pub mod driver;
 mod event;
 mod lease;
-pub mod metrics;
 mod options;
 pub mod ownership;
 mod reply;

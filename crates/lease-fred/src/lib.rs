@@ -4,7 +4,7 @@
 //! source by `task.id % n == i`, coordinated through Redis with
 //! [fred](https://docs.rs/fred) 10 on tokio. This crate is the client and
 //! runtime binding only: the protocol and the adapter loop live in
-//! [`lease_core`] ([`lease_core::driver`]).
+//! [`lease_core`] ([`lease_driver`]).
 //!
 //! [`discover`] takes an initialized fred client and [`Options`] and returns
 //! a stream of pairs ([`Pair`]): the idle pair (`None`) first, then a value
@@ -100,7 +100,7 @@
 //!
 //! `tracing` events with target `lease`, as listed in [`lease_core::diag`],
 //! with registry `fred`. No field carries a URL or a password. With the
-//! `metrics` feature the driver records the metrics of [`lease_core::metrics`].
+//! `metrics` feature the driver records the metrics of [`lease_driver::metrics`].
 //!
 //! [`ConnectionConfig::max_command_attempts`]: fred::types::config::ConnectionConfig::max_command_attempts
 #![forbid(unsafe_code)]
@@ -111,12 +111,12 @@ use std::time::Instant;
 use fred::interfaces::LuaInterface;
 use fred::types::Value;
 use lease_core::Token;
-use lease_core::driver::{Command, Connection, Driver, Pairs, Verb};
+use lease_driver::{Command, Connection, Driver, Pairs, Verb};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
-pub use lease_core::driver::Pair;
 pub use lease_core::{Lease, Mode, OptionsError, Slot};
+pub use lease_driver::Pair;
 
 /// Options of one worker: the group ([`lease_core::Options`]) and an optional
 /// [`CancellationToken`].
@@ -132,7 +132,7 @@ pub use lease_core::{Lease, Mode, OptionsError, Slot};
 ///     .with_cancel(stop.clone());
 /// assert!(options.cancel.is_some());
 /// ```
-pub type Options = lease_core::driver::Options<CancellationToken>;
+pub type Options = lease_driver::Options<CancellationToken>;
 
 /// Starts a worker of the group named in `options` on `client` (already
 /// initialized) and returns its pair stream.

@@ -1,10 +1,10 @@
 //! The tokio side: the worker's task, its timers and its cancellation
-//! token; the loop itself is [`lease_core::driver::Driver::run`].
+//! token; the loop itself is [`lease_driver::Driver::run`].
 
 use std::time::Instant;
 
-use lease_core::driver::{Driver, Pairs};
 use lease_core::{OptionsError, Token};
+use lease_driver::{Driver, Pairs};
 use redis::aio::ConnectionLike;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
@@ -27,7 +27,7 @@ use crate::RedisRs;
 ///     .with_cancel(stop.clone());
 /// assert_eq!(options.lease.gap, 0.2);
 /// ```
-pub type Options = lease_core::driver::Options<CancellationToken>;
+pub type Options = lease_driver::Options<CancellationToken>;
 
 /// Starts a worker of the group named in `options` on `connection` and
 /// returns its pair stream.

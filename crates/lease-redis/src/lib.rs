@@ -86,8 +86,8 @@ mod redis_rs;
 
 #[cfg(feature = "tokio")]
 pub use driver::{Discover, Options, discover};
-pub use lease_core::driver::Pair;
-#[cfg(feature = "metrics")]
-pub use lease_core::metrics;
 pub use lease_core::{Lease, Mode, OptionsError, Slot};
+pub use lease_driver::Pair;
+#[cfg(feature = "metrics")]
+pub use lease_driver::metrics;
 pub use redis_rs::RedisRs;

@@ -4,7 +4,7 @@
 
 use std::future::Future;
 
-use lease_core::driver::{Command, Connection};
+use lease_driver::{Command, Connection};
 use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 

@@ -5,7 +5,7 @@
 //! [redis-rs](https://docs.rs/redis) (`smol-comp`) on
 //! [smol](https://docs.rs/smol). This crate is the client and runtime
 //! binding only: the protocol and the adapter loop live in [`lease_core`]
-//! ([`lease_core::driver`]), the redis-rs side is `lease-redis`'s
+//! ([`lease_driver`]), the redis-rs side is `lease-redis`'s
 //! ([`lease_redis::RedisRs`], without its tokio driver).
 //!
 //! **For async-std users too.** async-std is discontinued upstream
@@ -86,7 +86,7 @@
 //! `tracing` events with target `lease`, as listed in [`lease_core::diag`],
 //! with registry `redis-rs/smol`. No field carries a URL or a password. With
 //! the `metrics` feature the driver records the metrics of
-//! [`lease_core::metrics`].
+//! [`lease_driver::metrics`].
 #![forbid(unsafe_code)]
 
 mod cancel;
@@ -97,13 +97,13 @@ use std::time::Instant;
 
 use futures::future::{AbortHandle, Abortable};
 use lease_core::Token;
-use lease_core::driver::{Driver, Pairs};
+use lease_driver::{Driver, Pairs};
 use lease_redis::RedisRs;
 use redis::aio::ConnectionLike;
 
 pub use cancel::CancelToken;
-pub use lease_core::driver::Pair;
 pub use lease_core::{Lease, Mode, OptionsError, Slot};
+pub use lease_driver::Pair;
 
 /// Options of one worker: the group ([`lease_core::Options`]) and an optional
 /// [`CancelToken`].
@@ -118,7 +118,7 @@ pub use lease_core::{Lease, Mode, OptionsError, Slot};
 ///     .with_cancel(stop.clone());
 /// assert!(options.cancel.is_some());
 /// ```
-pub type Options = lease_core::driver::Options<CancelToken>;
+pub type Options = lease_driver::Options<CancelToken>;
 
 /// A worker's whole run, to spawn on an executor ([`discover_with`]).
 pub type Worker = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;

@@ -1,5 +1,5 @@
 //! Metrics through the [`metrics`](https://docs.rs/metrics) facade, recorded
-//! by every adapter's driver ([`crate::driver::Driver`]) from the worker's
+//! by every adapter's driver ([`crate::Driver`]) from the worker's
 //! events, with the feature `metrics` of this crate (each adapter's own
 //! `metrics` feature turns it on). Without it nothing is recorded and the
 //! `metrics` crate is not a dependency. With it, nothing is recorded either
@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 
-use crate::event::Event;
+use lease_core::Event;
 
 /// Gauge: 1 while this worker holds a lease, else 0.
 pub const IS_OWNER: &str = "lease_is_owner";
@@ -71,7 +71,7 @@ impl Metrics {
             Event::Pair(None) => self.idle(),
             Event::Released(r) => {
                 self.stand_downs.increment(1);
-                if r.reason == crate::ReleaseReason::Expired {
+                if r.reason == lease_core::ReleaseReason::Expired {
                     self.expiries.increment(1);
                 }
             }

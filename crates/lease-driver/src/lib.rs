@@ -1,17 +1,21 @@
-//! What every adapter shares, so that an adapter is only its Redis client
+//! # lease-driver
+//!
+//! The I/O loop every `lease` adapter shares, on top of the sans-IO
+//! [`lease_core::Worker`]: runtime-agnostic (`std` futures only, no async
+//! runtime in its dependency tree), so that an adapter is only its Redis client
 //! ([`Connection`]), its runtime's clock and timers, its task and its
 //! cancellation token.
 //!
 //! [`Driver`] is the adapter loop of [`Worker`], written once, on `std`
 //! futures only: it sends each registration (`EVALSHA`, `EVAL` after
 //! `NOSCRIPT`: rule 2) through the adapter's connection, times it out on the
-//! adapter's timer, feeds the outcome back, records [metrics](crate::metrics),
+//! adapter's timer, feeds the outcome back, records [`metrics`],
 //! and hands each pair to the stream ([`Pairs`]) until it is cancelled or the
 //! stream is dropped. [`Options`] are the options with the adapter's
 //! cancellation token. An adapter, whole:
 //!
 //! ```text
-//! pub type Options = lease_core::driver::Options<MyCancelToken>;
+//! pub type Options = lease_driver::Options<MyCancelToken>;
 //!
 //! pub type Discover = Pairs<MyTaskHandle>; // dropping it must stop the task
 //!
@@ -25,6 +29,7 @@
 //!
 //! Nothing here does I/O or reads a clock: commands go through the
 //! [`Connection`], and time comes from the adapter's clock and timers.
+#![forbid(unsafe_code)]
 
 use std::collections::VecDeque;
 use std::fmt::Display;
@@ -34,14 +39,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use crate::diag;
-use crate::event::Event;
-use crate::lease::Lease;
+use lease_core::diag;
+use lease_core::{Event, Lease, Mode, OptionsError, ReplyError, RequestId, Script, Token, Worker};
+
 use crate::metrics::Metrics;
-use crate::options::{Mode, OptionsError};
-use crate::reply::ReplyError;
-use crate::script::Script;
-use crate::worker::{RequestId, Token, Worker};
+
+pub mod metrics;
 
 /// One item of an adapter's pair stream: `Some(lease)` while a pair is held
 /// (its [`Lease::i`], [`Lease::n`], fencing [`Lease::token`] and
@@ -52,7 +55,7 @@ use crate::worker::{RequestId, Token, Worker};
 /// leases there is always a `None`.
 pub type Pair = Option<Lease>;
 
-/// Options of one adapter's worker: the group ([`crate::Options`]) and an
+/// Options of one adapter's worker: the group ([`lease_core::Options`]) and an
 /// optional cancellation token of the adapter's runtime (`C`).
 ///
 /// Each adapter names its own: `lease_redis::Options` is
@@ -61,7 +64,7 @@ pub type Pair = Option<Lease>;
 /// ```
 /// use std::time::Duration;
 /// use lease_core::Mode;
-/// use lease_core::driver::Options;
+/// use lease_driver::Options;
 ///
 /// let options = Options::<()>::new("mail-sender", Duration::from_secs(5))
 ///     .with_gap(0.2)
@@ -75,7 +78,7 @@ pub type Pair = Option<Lease>;
 pub struct Options<C> {
     /// Group name, interval, gap, key prefix and counting mode, validated
     /// when the worker starts.
-    pub lease: crate::Options,
+    pub lease: lease_core::Options,
     /// Cancelling this token stands the worker down: the stream yields the
     /// idle pair once if a lease is held, then ends.
     pub cancel: Option<C>,
@@ -86,7 +89,7 @@ impl<C> Options<C> {
     /// at its default (gap 0.15, no prefix, [`Mode::Ranked`], no
     /// cancellation token).
     pub fn new(name: impl Into<String>, interval: Duration) -> Self {
-        crate::Options::new(name, interval).into()
+        lease_core::Options::new(name, interval).into()
     }
 
     /// Sets the gap fraction (strictly between 0 and 0.5).
@@ -114,8 +117,8 @@ impl<C> Options<C> {
     }
 }
 
-impl<C> From<crate::Options> for Options<C> {
-    fn from(lease: crate::Options) -> Self {
+impl<C> From<lease_core::Options> for Options<C> {
+    fn from(lease: lease_core::Options) -> Self {
         Self {
             lease,
             cancel: None,
@@ -268,7 +271,7 @@ impl Driver {
     /// library, e.g. `redis-rs`), and its pair stream. Fails if the options
     /// are invalid.
     pub fn new(
-        options: &crate::Options,
+        options: &lease_core::Options,
         token: Token,
         now: Instant,
         registry: &str,
@@ -616,7 +619,7 @@ mod tests {
     }
 
     fn driver(t0: Instant) -> (Driver, Pairs) {
-        let options = crate::Options::new("g", Duration::from_millis(300));
+        let options = lease_core::Options::new("g", Duration::from_millis(300));
         Driver::new(&options, Token::new(7), t0, "test").unwrap()
     }
 
