@@ -792,9 +792,13 @@ impl Worker {
     }
 
     /// Rule 9: `Ranked` times a request out on the adaptive estimate
-    /// `srtt + 4 rttvar` (then retries, still accepting the late reply);
-    /// `Arrival`, where a retry costs the group a reshuffle, waits until the
-    /// band ends.
+    /// `srtt + 4 rttvar`, doubled for each consecutive failure (RFC 6298
+    /// section 5.5, so a slow connection is not flooded with retries), then
+    /// retries while still accepting the late reply. `Arrival`, where a retry
+    /// is a second `INCR` that reshuffles the group, waits until the band
+    /// ends, and at least `L/4` so that a registration fired in the last slot
+    /// is not abandoned on a round trip longer than its slot's share of the
+    /// band.
     fn request_timeout(&self, now: i64, interval: u64) -> (i64, i64) {
         let floor = (self.cfg.l / 20).max(1000).min(self.cfg.l);
         let band_left = if self.skew.offset().is_some() {
@@ -804,12 +808,13 @@ impl Worker {
         };
         match self.cfg.mode {
             Mode::Ranked => {
-                let rto = self.rtt.timeout(self.cfg.l / 2);
+                let backoff = 1i64 << self.schedule.attempt.min(4);
+                let rto = self.rtt.timeout(self.cfg.l / 2).saturating_mul(backoff);
                 let t = rto.min(band_left).max(floor);
                 (now + t, now + 2 * self.cfg.l)
             }
             Mode::Arrival => {
-                let t = band_left.max(floor);
+                let t = band_left.max(self.cfg.l / 4).max(floor);
                 (now + t, now + t)
             }
         }
