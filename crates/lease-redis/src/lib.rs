@@ -59,6 +59,14 @@
 //! back to `EVAL` with the source (which loads the script, routed by key in a
 //! cluster) and logs `script loaded`.
 //!
+//! The core times each registration out itself (an adaptive timeout, and the
+//! lease deadline); a response timeout on the connection only abandons
+//! requests earlier. redis-rs connections come with one of their own
+//! (`AsyncConnectionConfig::set_response_timeout`): with intervals of a
+//! second or more, or many groups sharing one connection, set it to at
+//! least the interval (or none), so that queued registrations are not given
+//! up while their lease budget still runs.
+//!
 //! Registration failures never reach the stream: a failed, rejected or hung
 //! request is reported to the state machine, which retries within the
 //! interval; if no registration succeeds in time the lease runs out and the
