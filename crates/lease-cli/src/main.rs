@@ -21,6 +21,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+pub(crate) use lease_core::diag::redact_url as redact;
 use lease_core::{Mode, Options};
 
 /// Inspect a lease group, or run a command under an exclusive (i, n) lease.
@@ -99,24 +100,6 @@ impl CliError {
     }
 }
 
-/// `url` with any password replaced by `***` (and a user name alone, which
-/// Redis also accepts as a password, too).
-pub(crate) fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_owned();
-    };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
-        return url.to_owned();
-    };
-    let user = match rest[..at].find(':') {
-        Some(colon) => format!("{}:***", &rest[..colon]),
-        None => "***".to_owned(),
-    };
-    format!("{}{user}{}", &url[..scheme_end + 3], &rest[at..])
-}
-
 /// The error for a failed connection: unreachable (exit 3) if the server
 /// did not answer, a runtime error (exit 1) if it answered with a refusal
 /// (a wrong password, for example).
@@ -175,19 +158,6 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn passwords_never_show() {
-        assert_eq!(
-            redact("redis://user:secret@host:6379/0"),
-            "redis://user:***@host:6379/0"
-        );
-        assert_eq!(redact("redis://:secret@h/"), "redis://:***@h/");
-        assert_eq!(redact("redis://secret@h"), "redis://***@h");
-        assert_eq!(redact("redis://h:1/0?x=@"), "redis://h:1/0?x=@");
-        assert_eq!(redact("redis://127.0.0.1:6379/"), "redis://127.0.0.1:6379/");
-        assert_eq!(redact("nonsense"), "nonsense");
-    }
 
     #[test]
     fn urls_are_checked_before_connecting() {

@@ -92,6 +92,32 @@ pub const SERVER_CLOCK_MOVED: &str = "server clock moved";
 /// warn: a reply was malformed or unexpected; the registration counts as failed.
 pub const REPLY_REJECTED: &str = "reply rejected";
 
+/// `url` with any password replaced by `***` (and a user name given alone,
+/// which Redis takes as a password, too), for messages that must name a
+/// server: no URL with a secret ever reaches a log line or an error.
+///
+/// ```
+/// use lease_core::diag::redact_url;
+/// assert_eq!(redact_url("redis://user:secret@host:6379/0"), "redis://user:***@host:6379/0");
+/// assert_eq!(redact_url("redis://secret@h"), "redis://***@h");
+/// assert_eq!(redact_url("redis://127.0.0.1:6379/"), "redis://127.0.0.1:6379/");
+/// ```
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return url.to_owned();
+    };
+    let user = match rest[..at].find(':') {
+        Some(colon) => format!("{}:***", &rest[..colon]),
+        None => "***".to_owned(),
+    };
+    format!("{}{user}{}", &url[..scheme_end + 3], &rest[at..])
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -195,4 +221,26 @@ pub(crate) fn server_clock_moved(name: &str, by_micros: i64, interval: u64) {
 
 pub(crate) fn reply_rejected(name: &str, error: &dyn Display) {
     tracing::warn!(target: TARGET, name, error = %error, "{}", REPLY_REJECTED);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_never_survive_redaction() {
+        assert_eq!(
+            redact_url("redis://user:secret@host:6379/0"),
+            "redis://user:***@host:6379/0"
+        );
+        assert_eq!(redact_url("redis://:secret@h/"), "redis://:***@h/");
+        assert_eq!(redact_url("rediss://:pw@h/"), "rediss://:***@h/");
+        assert_eq!(redact_url("redis://secret@h"), "redis://***@h");
+        assert_eq!(redact_url("redis://h:1/0?x=@"), "redis://h:1/0?x=@");
+        assert_eq!(
+            redact_url("redis://127.0.0.1:6379/"),
+            "redis://127.0.0.1:6379/"
+        );
+        assert_eq!(redact_url("nonsense"), "nonsense");
+    }
 }

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use lease_core::Mode;
+pub(crate) use lease_core::diag::redact_url as redact;
 use lease_sim::checker;
 use lease_sim::history::{HistoryWriter, Record};
 use lease_sim::timeline::{self, TimelineOptions};
@@ -131,29 +132,6 @@ impl DemoError {
         eprintln!("lease-demo: {what}: {msg}");
         ExitCode::from(code)
     }
-}
-
-/// `url` with any password replaced by `***`.
-pub(crate) fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_owned();
-    };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let Some(at) = authority.rfind('@') else {
-        return url.to_owned();
-    };
-    let userinfo = &authority[..at];
-    let user = match userinfo.find(':') {
-        Some(colon) => format!("{}:***", &userinfo[..colon]),
-        None => "***".to_owned(),
-    };
-    format!(
-        "{}{user}{}",
-        &url[..scheme_end + 3],
-        &url[scheme_end + 3 + at..]
-    )
 }
 
 fn main() -> ExitCode {
@@ -292,18 +270,6 @@ fn finish(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn passwords_are_redacted() {
-        assert_eq!(
-            redact("redis://user:secret@host:6379/0"),
-            "redis://user:***@host:6379/0"
-        );
-        assert_eq!(redact("rediss://:pw@h/"), "rediss://:***@h/");
-        assert_eq!(redact("redis://pw@h"), "redis://***@h");
-        assert_eq!(redact("redis://127.0.0.1:6379/"), "redis://127.0.0.1:6379/");
-        assert_eq!(redact("not a url"), "not a url");
-    }
 
     #[test]
     fn the_script_ends_last() {
