@@ -252,11 +252,12 @@ impl Report {
         let _ = writeln!(out, "{}", self.summary);
         let _ = writeln!(
             out,
-            "sink: writes={} stale_rejected={} stale_after_stall={} long_mid_task_stalls={} double_writes={} stale_while_valid={}",
+            "sink: writes={} stale_rejected={} stale_after_stall={} long_mid_task_stalls={} late_accepted={} double_writes={} stale_while_valid={}",
             self.sink.accepted,
             self.sink.stale.len(),
             self.sink.stale_after_stall,
             self.long_mid_stalls,
+            self.sink.late_accepted,
             self.sink.double_writes,
             self.sink.stale_while_valid
         );

@@ -67,6 +67,11 @@ pub(crate) struct SinkStats {
     pub(crate) double_writes: u64,
     /// Stale writes under a still-valid lease (exact count).
     pub(crate) stale_while_valid: u64,
+    /// Writes accepted although the writer's lease had ended (a worker
+    /// frozen after its check): no newer token had reached the store for
+    /// the task yet, so fencing could not tell. Not a violation; the new
+    /// holder's first write supersedes it.
+    pub(crate) late_accepted: u64,
     /// The first violations of either kind.
     pub(crate) violations: Vec<SinkViolation>,
 }
@@ -110,8 +115,9 @@ impl FencingSink {
 
     /// Writes the result of `task` for `writer` with fencing `token`.
     /// `still_valid` is asked, under the sink's lock, whether the writer's
-    /// lease is valid now (only for a stale write); `after_stall` says the
-    /// writer was frozen between its check and this write.
+    /// lease is valid now (the store itself never uses the answer: it only
+    /// classifies the write); `after_stall` says the writer was frozen
+    /// between its check and this write.
     pub(crate) fn write(
         &self,
         task: u64,
@@ -126,12 +132,13 @@ impl FencingSink {
             return Write::Stale; // no such task: never stored
         };
         let now = Instant::now();
+        let valid = still_valid();
         let outcome = match slot {
             Some(newest) if token < newest.token => {
                 let stats = &mut state.stats;
                 stats.stale.push(now);
                 stats.stale_after_stall += u64::from(after_stall);
-                if still_valid() {
+                if valid {
                     stats.stale_while_valid += 1;
                     keep(
                         stats,
@@ -154,6 +161,7 @@ impl FencingSink {
             _ => Write::Accepted,
         };
         state.stats.accepted += 1;
+        state.stats.late_accepted += u64::from(!valid);
         state.newest[index] = Some(Newest { token, writer });
         outcome
     }
@@ -202,8 +210,11 @@ mod tests {
         assert_eq!(sink.write(1, 12, 8, false, || true), Write::Accepted); // hand-over
         assert_eq!(sink.write(1, 10, 7, true, || false), Write::Stale); // woke up late
         assert_eq!(sink.write(2, 3, 7, false, || true), Write::Accepted); // other task
+        // Frozen past its lease, but nobody newer wrote task 3 yet.
+        assert_eq!(sink.write(3, 10, 7, true, || false), Write::Accepted);
         let s = sink.stats();
-        assert_eq!((s.accepted, s.stale.len(), s.stale_after_stall), (4, 1, 1));
+        assert_eq!((s.accepted, s.stale.len(), s.stale_after_stall), (5, 1, 1));
+        assert_eq!(s.late_accepted, 1);
         assert!(s.is_ok(), "{s:?}");
     }
 
