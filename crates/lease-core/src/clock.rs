@@ -21,10 +21,10 @@ struct Sample {
 pub(crate) enum SkewCheck {
     /// Consistent with the estimate (or the first sample).
     Consistent,
-    /// The server time lies outside `[send, receive]` widened by the gap:
-    /// the server clock jumped (rule 10).
+    /// The skew changed by more than the gap: the server clock jumped
+    /// (rule 10).
     Jumped {
-        /// How far outside, in microseconds (signed: positive = ahead).
+        /// The estimated change, in microseconds (signed: positive = ahead).
         by: i64,
     },
 }
@@ -37,8 +37,18 @@ impl SkewEstimate {
 
     /// Checks a reply executed at server time `server` for a request sent at
     /// local `sent` and received at local `received`, then takes it into the
-    /// estimate. A jump is judged against the interval the execution must
-    /// have fallen in, so a slow round trip is not mistaken for a jump.
+    /// estimate (rule 10: a skew change of more than `tolerance`, the gap,
+    /// means the server clock jumped).
+    ///
+    /// The change is the new sample's offset (midpoint of send and receive)
+    /// minus the stored one; each is uncertain by half its round trip, so the
+    /// true change lies within `u = (rtt_old + rtt_new) / 2` of it. When the
+    /// samples are precise enough to tell (`u < tolerance / 2`), a jump is any
+    /// change that *may* exceed the tolerance (`|change| + u > tolerance`):
+    /// every step larger than the gap is caught, and no reply without a step
+    /// is taken for one (its change is at most `u`). Only samples too slow to
+    /// tell fall back to flagging what *must* exceed it (`|change| - u >
+    /// tolerance`), which is all an imprecise sample can say.
     pub(crate) fn observe(
         &mut self,
         sent: i64,
@@ -52,19 +62,15 @@ impl SkewEstimate {
         let check = match self.sample {
             None => SkewCheck::Consistent,
             Some(old) => {
-                // The stored offset is itself uncertain by half its round
-                // trip: a slow sample that executed late reads high.
-                let slack = tolerance + old.rtt / 2;
-                let earliest = sent + old.offset - slack;
-                let latest = received + old.offset + slack;
-                if server < earliest {
-                    SkewCheck::Jumped {
-                        by: server - earliest,
-                    }
-                } else if server > latest {
-                    SkewCheck::Jumped {
-                        by: server - latest,
-                    }
+                let change = offset - old.offset;
+                let u = (old.rtt + rtt) / 2;
+                let jumped = if 2 * u < tolerance {
+                    change.abs() + u > tolerance
+                } else {
+                    change.abs() - u > tolerance
+                };
+                if jumped {
+                    SkewCheck::Jumped { by: change }
                 } else {
                     SkewCheck::Consistent
                 }
@@ -171,6 +177,29 @@ mod tests {
             SkewCheck::Consistent
         );
         assert_eq!(s.offset(), Some(10_000));
+    }
+
+    #[test]
+    fn a_step_just_over_the_gap_is_caught_whatever_the_round_trips() {
+        // Gap 45 ms; both samples with 10 ms round trips (u = 10 ms). The old
+        // rule accepted a step up to the gap plus about one and a half round
+        // trips; a step of 46 ms must be caught, forward and back.
+        for step in [46_000, -46_000] {
+            let mut s = SkewEstimate::default();
+            s.observe(0, 10_000, 1_005_000, 45_000, 10_000_000);
+            let check = s.observe(100_000, 110_000, 1_105_000 + step, 45_000, 10_000_000);
+            assert!(matches!(check, SkewCheck::Jumped { by } if by == step), "{step}: {check:?}");
+        }
+        // Without a step, a reply that executed at either end of its round
+        // trip is consistent.
+        let mut s = SkewEstimate::default();
+        s.observe(0, 10_000, 1_005_000, 45_000, 10_000_000);
+        for exec in [100_000, 110_000] {
+            assert_eq!(
+                s.observe(100_000, 110_000, 1_000_000 + exec, 45_000, 10_000_000),
+                SkewCheck::Consistent
+            );
+        }
     }
 
     #[test]

@@ -17,7 +17,7 @@
 //! | debug | script loaded | sha |
 //! | trace | registration completed | interval, index, replicas, skew |
 //! | trace | lease granted | i, n |
-//! | trace | lease released | i, n |
+//! | trace | lease released | i, n, reason |
 //! | trace | pair agreed | i, n |
 //! | trace | no pair implied | pi, pn |
 //! | trace | next registration scheduled | delay, expires |
@@ -29,6 +29,7 @@
 //! |---|---|---|
 //! | warn | server clock moved | by, interval |
 //! | warn | reply rejected | error |
+//! | warn | group rules differ | ours, recorded |
 //!
 //! Absent numbers (the idle pair, a missing count) are recorded as `-1`.
 //! Durations are recorded in milliseconds as floating-point numbers.
@@ -43,7 +44,7 @@ pub const TARGET: &str = "lease";
 
 /// Every message this crate and its adapters emit, in the order of the tables
 /// above (the original's 13 first).
-pub const MESSAGES: [&str; 15] = [
+pub const MESSAGES: [&str; 16] = [
     REGISTRATION_FAILED,
     LEASE_EXPIRED,
     DISCOVER_STARTED,
@@ -59,6 +60,7 @@ pub const MESSAGES: [&str; 15] = [
     PAIR_HANDED_TO_THE_LOOP,
     SERVER_CLOCK_MOVED,
     REPLY_REJECTED,
+    GROUP_RULES_DIFFER,
 ];
 
 /// error: a registration failed and will be retried.
@@ -91,6 +93,9 @@ pub const PAIR_HANDED_TO_THE_LOOP: &str = "pair handed to the loop";
 pub const SERVER_CLOCK_MOVED: &str = "server clock moved";
 /// warn: a reply was malformed or unexpected; the registration counts as failed.
 pub const REPLY_REJECTED: &str = "reply rejected";
+/// warn: the group's rules recorded in Redis differ from this worker's; its
+/// registrations are refused and it holds nothing (rule 12).
+pub const GROUP_RULES_DIFFER: &str = "group rules differ";
 
 /// `url` with any password replaced by `***` (and a user name given alone,
 /// which Redis takes as a password, too), for messages that must name a
@@ -198,8 +203,8 @@ pub(crate) fn lease_granted(name: &str, slot: Slot) {
     tracing::trace!(target: TARGET, name, i = slot.i(), n = slot.n(), "{}", LEASE_GRANTED);
 }
 
-pub(crate) fn lease_released(name: &str, slot: Slot) {
-    tracing::trace!(target: TARGET, name, i = slot.i(), n = slot.n(), "{}", LEASE_RELEASED);
+pub(crate) fn lease_released(name: &str, slot: Slot, reason: &str) {
+    tracing::trace!(target: TARGET, name, i = slot.i(), n = slot.n(), reason, "{}", LEASE_RELEASED);
 }
 
 pub(crate) fn pair_agreed(name: &str, slot: Slot) {
@@ -217,6 +222,13 @@ pub(crate) fn next_registration_scheduled(name: &str, delay: Duration, expires: 
 
 pub(crate) fn server_clock_moved(name: &str, by_micros: i64, interval: u64) {
     tracing::warn!(target: TARGET, name, by = by_micros as f64 / 1000.0, interval, "{}", SERVER_CLOCK_MOVED);
+}
+
+pub(crate) fn group_rules_differ(name: &str, refusal: &crate::Refusal) {
+    let recorded = refusal
+        .recorded
+        .map_or_else(|| "unreadable".to_owned(), |r| r.to_string());
+    tracing::warn!(target: TARGET, name, ours = %refusal.ours, recorded, "{}", GROUP_RULES_DIFFER);
 }
 
 pub(crate) fn reply_rejected(name: &str, error: &dyn Display) {

@@ -1,66 +1,120 @@
 //! What the state machine tells its driver (DESIGN section 3, rule 11).
 
+use std::fmt;
 use std::time::Instant;
 
 use crate::lease::Lease;
-use crate::ownership::Slot;
+use crate::rules::Refusal;
 
 /// An output of [`crate::Worker::poll_event`].
-///
-/// The pair stream is the sequence of [`Event::Pair`] values: it starts with
-/// the idle pair, then changes only when the pair in force changes, and a
-/// release is never coalesced away: between two different leases there is
-/// always an idle pair. [`Event::Released`] is the delta beside it: what was
-/// given back, when, and why.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
-    /// The pair in force changed: `Some` is a newly granted lease, `None` the
-    /// idle pair (hold nothing).
-    Pair(Option<Lease>),
-    /// A held lease ended. Always followed by `Pair(None)`.
-    Released(Released),
+    /// What the worker holds changed: the next value of the stream.
+    Assignment(Assignment),
     /// The worker was cancelled and has stood down; no more output follows.
     Stopped,
 }
 
-/// A lease that ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Released {
-    /// The pair given back.
-    pub slot: Slot,
-    /// The fencing token it carried.
-    pub token: u64,
-    /// The instant the lease really ended: its deadline if it ran out (even
-    /// if the worker only noticed later), otherwise the instant of the input
-    /// that ended it.
-    pub at: Instant,
-    /// Why it ended.
-    pub reason: ReleaseReason,
+/// What a worker holds: the value of an adapter's stream.
+///
+/// The stream starts with [`Assignment::Idle`] (reason
+/// [`IdleReason::Started`]), then yields a value each time the lease in force
+/// changes, and never coalesces a release away: between two different leases
+/// there is always an idle value, which says why the previous lease ended
+/// and when. A refused registration (the group's rules differ) yields an idle
+/// value too, once, even if the worker held nothing.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Assignment {
+    /// Hold nothing.
+    Idle(Idle),
+    /// Hold this lease; check [`Lease::is_valid`] (or [`Lease::owns`]) before
+    /// each task.
+    Held(Lease),
 }
 
-/// Why a lease ended.
+impl Assignment {
+    /// The lease, if one is held.
+    pub fn lease(&self) -> Option<&Lease> {
+        match self {
+            Assignment::Held(lease) => Some(lease),
+            Assignment::Idle(_) => None,
+        }
+    }
+
+    /// The lease, if one is held, by value.
+    pub fn into_lease(self) -> Option<Lease> {
+        match self {
+            Assignment::Held(lease) => Some(lease),
+            Assignment::Idle(_) => None,
+        }
+    }
+
+    /// Whether nothing is held.
+    pub fn is_idle(&self) -> bool {
+        matches!(self, Assignment::Idle(_))
+    }
+}
+
+/// An idle value: nothing is held, why, and since when.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Idle {
+    /// Why nothing is held.
+    pub reason: IdleReason,
+    /// When that began: the instant the previous lease really ended (its
+    /// deadline if it ran out, even if the worker only noticed later), or the
+    /// instant the worker started or was refused.
+    pub since: Instant,
+    /// The lease that ended, if this idle value follows one (its pair and
+    /// fencing token; it is no longer valid).
+    pub ended: Option<Lease>,
+}
+
+/// Why a worker holds nothing: the stand-down reasons a user tells apart,
+/// the way Kafka users tell a revoked partition from a lost one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum ReleaseReason {
-    /// The pair implied by the newest closed interval differs from the one
-    /// before it (membership changed), or none is implied.
-    Disagreed,
-    /// No renewal arrived before the deadline.
+pub enum IdleReason {
+    /// The worker has just started and holds nothing yet.
+    Started,
+    /// The group changed (a join, a departure, a missed registration): the
+    /// newest closed interval implied another pair than the one before, or
+    /// none, so the lease was handed over. Nobody else holds its tasks before
+    /// its deadline.
+    HandedOver,
+    /// No renewal arrived before the deadline (Redis unreachable, too slow,
+    /// or this process stalled).
     Expired,
-    /// The server clock went backwards or jumped by more than the gap.
-    ServerClock,
     /// The worker was cancelled.
     Cancelled,
+    /// The server clock went backwards or jumped by more than the gap: the
+    /// worker stood down rather than trust it.
+    ServerClock,
+    /// The group's recorded rules differ from this worker's: its
+    /// registrations are refused and write nothing until the record agrees or
+    /// expires.
+    Refused(Refusal),
 }
 
-impl ReleaseReason {
-    /// A short lowercase name, for logs and histories.
-    pub fn as_str(self) -> &'static str {
+impl IdleReason {
+    /// A short lowercase name, for logs, metrics and histories: `started`,
+    /// `handed-over`, `expired`, `cancelled`, `server-clock` or `refused`.
+    pub fn as_str(&self) -> &'static str {
         match self {
-            ReleaseReason::Disagreed => "disagreed",
-            ReleaseReason::Expired => "expired",
-            ReleaseReason::ServerClock => "server-clock",
-            ReleaseReason::Cancelled => "cancelled",
+            IdleReason::Started => "started",
+            IdleReason::HandedOver => "handed-over",
+            IdleReason::Expired => "expired",
+            IdleReason::Cancelled => "cancelled",
+            IdleReason::ServerClock => "server-clock",
+            IdleReason::Refused(_) => "refused",
+        }
+    }
+}
+
+impl fmt::Display for IdleReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IdleReason::Refused(refusal) => write!(f, "refused: {refusal}"),
+            other => f.write_str(other.as_str()),
         }
     }
 }

@@ -5,7 +5,55 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::ownership::Slot;
+use crate::ownership::{Mapping, Slot};
+
+/// The clock a [`Lease`] answers [`Lease::is_valid`] on: the clock of the
+/// adapter that issued it (tokio's for lease-redis and lease-fred, so paused
+/// or simulated time drives it; the one given to lease-smol), or
+/// [`Instant::now`] when none was given.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use lease_core::Clock;
+///
+/// let t0 = Instant::now();
+/// let frozen = Clock::new(move || t0 + Duration::from_secs(100));
+/// assert_eq!(frozen.now(), t0 + Duration::from_secs(100));
+/// ```
+#[derive(Clone)]
+pub struct Clock(Option<Arc<dyn Fn() -> Instant + Send + Sync>>);
+
+impl Clock {
+    /// A clock read through `now`.
+    pub fn new(now: impl Fn() -> Instant + Send + Sync + 'static) -> Self {
+        Self(Some(Arc::new(now)))
+    }
+
+    /// The operating system's monotonic clock, [`Instant::now`].
+    pub fn system() -> Self {
+        Self(None)
+    }
+
+    /// The current instant on this clock.
+    pub fn now(&self) -> Instant {
+        match &self.0 {
+            Some(now) => now(),
+            None => Instant::now(),
+        }
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Self::system()
+    }
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Clock(given)" } else { "Clock(system)" })
+    }
+}
 
 /// The local clock of one worker: microseconds since the instant the worker
 /// was created. Everything inside the state machine is in these units, so
@@ -42,6 +90,8 @@ impl LocalClock {
 #[derive(Debug)]
 struct Cell {
     clock: LocalClock,
+    /// The issuing adapter's clock, for [`Lease::is_valid`].
+    now: Clock,
     /// Local microseconds at which the lease ends.
     deadline: AtomicI64,
 }
@@ -50,11 +100,13 @@ struct Cell {
 /// of the group holds `i`, and every holder uses the same `n`.
 ///
 /// Cloning is cheap; clones share the deadline, which renewals extend and a
-/// release ends. Check [`Lease::is_valid_at`] before each task.
+/// release ends. Check [`Lease::owns`] (or [`Lease::is_valid`]) before each
+/// task.
 #[derive(Clone, Debug)]
 pub struct Lease {
     slot: Slot,
     token: u64,
+    mapping: Mapping,
     cell: Arc<Cell>,
 }
 
@@ -67,12 +119,21 @@ impl PartialEq for Lease {
 impl Eq for Lease {}
 
 impl Lease {
-    pub(crate) fn new(slot: Slot, token: u64, clock: LocalClock, deadline: i64) -> Self {
+    pub(crate) fn new(
+        slot: Slot,
+        token: u64,
+        mapping: Mapping,
+        clock: LocalClock,
+        now: Clock,
+        deadline: i64,
+    ) -> Self {
         Self {
             slot,
             token,
+            mapping,
             cell: Arc::new(Cell {
                 clock,
+                now,
                 deadline: AtomicI64::new(deadline),
             }),
         }
@@ -122,11 +183,43 @@ impl Lease {
         self.cell.clock.micros(now) < self.cell.deadline.load(Ordering::Acquire)
     }
 
-    /// [`Lease::is_valid_at`] the current instant. The one convenience in
-    /// this crate that reads a clock (`Instant::now`), for holders that check
-    /// before each task; the state machine itself never calls it.
+    /// [`Lease::is_valid_at`] the current instant of the issuing adapter's
+    /// [`Clock`] (tokio's clock for lease-redis and lease-fred, so it follows
+    /// paused or simulated time). The state machine itself never calls it.
     pub fn is_valid(&self) -> bool {
-        self.is_valid_at(Instant::now())
+        self.is_valid_at(self.cell.now.now())
+    }
+
+    /// The group's task mapping (one of its recorded rules).
+    pub fn mapping(&self) -> Mapping {
+        self.mapping
+    }
+
+    /// Whether this lease covers task `id` under the group's mapping, and is
+    /// valid now: the check to make before each task.
+    ///
+    /// ```
+    /// # use std::time::{Duration, Instant};
+    /// # use lease_core::{Options, Token, Worker};
+    /// # fn lease() -> Option<lease_core::Lease> { None }
+    /// if let Some(lease) = lease() {
+    ///     let mine: Vec<u64> = (0..100).filter(|&id| lease.owns(id)).collect();
+    /// }
+    /// ```
+    pub fn owns(&self, id: u64) -> bool {
+        self.covers(id) && self.is_valid()
+    }
+
+    /// Whether this lease covers the byte key `key` under the group's
+    /// mapping, and is valid now.
+    pub fn owns_key(&self, key: &[u8]) -> bool {
+        self.mapping.owner_of_key(key, self.slot.n()) == self.slot.i() && self.is_valid()
+    }
+
+    /// Whether task `id` is in this lease's task set, whether or not the
+    /// lease is still valid.
+    pub fn covers(&self, id: u64) -> bool {
+        self.mapping.owner(id, self.slot.n()) == self.slot.i()
     }
 
     pub(crate) fn deadline_micros(&self) -> i64 {
@@ -152,7 +245,14 @@ mod tests {
     fn clones_share_renewal_and_release() {
         let t0 = Instant::now();
         let clock = LocalClock::new(t0);
-        let lease = Lease::new(Slot::new(1, 3).unwrap(), 42, clock, 1_000);
+        let lease = Lease::new(
+            Slot::new(1, 3).unwrap(),
+            42,
+            Mapping::Modulo,
+            clock,
+            Clock::system(),
+            1_000,
+        );
         let held = lease.clone();
         assert!(held.is_valid_at(t0 + Duration::from_micros(999)));
         assert!(!held.is_valid_at(t0 + Duration::from_micros(1_000)));
@@ -164,5 +264,25 @@ mod tests {
         assert!(!held.is_valid_at(t0 + Duration::from_micros(3_000)));
         assert_eq!((held.i(), held.n(), held.token()), (1, 3, 42));
         assert!(!held.is_leader());
+    }
+
+    #[test]
+    fn validity_is_read_on_the_issuing_clock() {
+        let t0 = Instant::now();
+        let late = Clock::new(move || t0 + Duration::from_secs(100));
+        let lease = Lease::new(
+            Slot::new(1, 3).unwrap(),
+            42,
+            Mapping::Modulo,
+            LocalClock::new(t0),
+            late,
+            60_000_000,
+        );
+        // 100 virtual seconds after the start, a 60 s lease is over, whatever
+        // the system clock says.
+        assert!(!lease.is_valid());
+        assert!(lease.is_valid_at(t0));
+        assert!(!lease.owns(4));
+        assert!(lease.covers(4) && !lease.covers(5));
     }
 }

@@ -7,7 +7,8 @@
 //! while the group grows, shrinks, stalls or loses its Redis.
 //!
 //! This crate does no I/O and reads no clock: time is an argument, the
-//! randomness a [`Token`] passed in. It holds everything the adapters share:
+//! randomness a [`Token`] passed in (drawn by the driver, or
+//! [`Token::seeded`] for runs that replay). It holds everything the adapters share:
 //! option validation ([`Options`]), the Lua scripts ([`Script`]), reply
 //! parsing ([`Reply`]), the [`Worker`] state machine, diagnostics ([`diag`]),
 //! and ownership helpers ([`ownership`]). The adapters' I/O loop, written
@@ -20,9 +21,9 @@
 //!
 //! let t0 = Instant::now();
 //! let options = Options::new("mail-sender", Duration::from_secs(5));
-//! let mut worker = Worker::new(&options, Token::new(0x5eed), t0).unwrap();
-//! // The opening idle pair, then a registration due at once.
-//! assert_eq!(worker.poll_event(), Some(Event::Pair(None)));
+//! let mut worker = Worker::new(&options, Token::seeded(7, 0), t0).unwrap();
+//! // The opening idle value, then a registration due at once.
+//! assert!(matches!(worker.poll_event(), Some(Event::Assignment(a)) if a.is_idle()));
 //! worker.handle_timeout(t0);
 //! let t = worker.poll_transmit().unwrap();
 //! assert_eq!(t.keys[0], "{mail-sender}:1"); // the newcomer's clock probe
@@ -39,15 +40,17 @@ mod lease;
 mod options;
 pub mod ownership;
 mod reply;
+mod rules;
 mod script;
 mod worker;
 
-pub use event::{Event, ReleaseReason, Released};
-pub use lease::Lease;
+pub use event::{Assignment, Event, Idle, IdleReason};
+pub use lease::{Clock, Lease};
 pub use options::{
     DEFAULT_GAP, MAX_INTERVAL, MAX_NAME_LEN, MAX_PREFIX_LEN, Mode, Options, OptionsError,
 };
 pub use ownership::Slot;
 pub use reply::{Counted, MAX_SERVER_SECONDS, Reply, ReplyError, ServerMicros};
-pub use script::{Script, interval_key};
+pub use rules::{GroupRules, Refusal};
+pub use script::{Script, interval_key, rules_key};
 pub use worker::{RequestId, Token, Transmit, Worker};

@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use crate::ownership::Mapping;
+
 /// How positions in a closed interval are counted (DESIGN section 3, rule 3).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Mode {
@@ -89,6 +91,11 @@ pub struct Options {
     pub prefix: String,
     /// Counting mode (default [`Mode::Ranked`]).
     pub mode: Mode,
+    /// How tasks are split between the pairs (default [`Mapping::Modulo`],
+    /// the original's `task.id % n == i`). Every worker of a group must use
+    /// the same mapping: it is one of the group's rules, recorded and checked
+    /// in Redis ([`crate::GroupRules`]).
+    pub mapping: Mapping,
 }
 
 impl Options {
@@ -101,6 +108,7 @@ impl Options {
             gap: DEFAULT_GAP,
             prefix: String::new(),
             mode: Mode::default(),
+            mapping: Mapping::default(),
         }
     }
 
@@ -119,6 +127,12 @@ impl Options {
     /// Sets the counting mode.
     pub fn with_mode(mut self, mode: Mode) -> Self {
         self.mode = mode;
+        self
+    }
+
+    /// Sets the task mapping.
+    pub fn with_mapping(mut self, mapping: Mapping) -> Self {
+        self.mapping = mapping;
         self
     }
 
@@ -242,6 +256,9 @@ pub enum OptionsError {
     /// A counting mode name that is neither `ranked` nor `arrival`.
     #[error("unknown counting mode {0:?}; use \"ranked\" or \"arrival\"")]
     UnknownMode(String),
+    /// A mapping name that is neither `modulo` nor `consistent`.
+    #[error("unknown task mapping {0:?}; use \"modulo\" or \"consistent\"")]
+    UnknownMapping(String),
 }
 
 #[cfg(test)]

@@ -269,6 +269,35 @@ impl Mapping {
     }
 }
 
+impl Mapping {
+    /// The mapping's name in group rules records and on command lines:
+    /// `modulo` or `consistent`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Modulo => "modulo",
+            Self::Consistent => "consistent",
+        }
+    }
+}
+
+impl fmt::Display for Mapping {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Mapping {
+    type Err = crate::OptionsError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "modulo" => Ok(Self::Modulo),
+            "consistent" => Ok(Self::Consistent),
+            other => Err(crate::OptionsError::UnknownMapping(other.to_owned())),
+        }
+    }
+}
+
 /// `x % n` as `u32`, with `n == 0` mapped to `0`.
 fn modulo(x: u64, n: u32) -> u32 {
     match x.checked_rem(u64::from(n)) {

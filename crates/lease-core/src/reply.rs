@@ -8,6 +8,8 @@
 //! lease.
 
 use crate::options::Mode;
+use crate::ownership::Mapping;
+use crate::rules::GroupRules;
 
 /// Server time from Redis `TIME`, in microseconds since the Unix epoch.
 pub type ServerMicros = u64;
@@ -29,13 +31,23 @@ pub enum Reply {
     },
     /// The worker was counted in `interval`.
     Counted(Counted),
+    /// The group's recorded rules differ from the caller's (rule 12):
+    /// nothing was written.
+    Refused {
+        /// The server's interval number, by the caller's interval length.
+        interval: u64,
+        /// Server time at execution.
+        server_time: ServerMicros,
+        /// The recorded rules, `None` if the record could not be read.
+        recorded: Option<GroupRules>,
+    },
 }
 
 impl Reply {
     /// The server's interval number at execution.
     pub fn interval(&self) -> u64 {
         match self {
-            Reply::WrongInterval { interval, .. } => *interval,
+            Reply::WrongInterval { interval, .. } | Reply::Refused { interval, .. } => *interval,
             Reply::Counted(c) => c.interval,
         }
     }
@@ -43,7 +55,9 @@ impl Reply {
     /// Server time at execution.
     pub fn server_time(&self) -> ServerMicros {
         match self {
-            Reply::WrongInterval { server_time, .. } => *server_time,
+            Reply::WrongInterval { server_time, .. } | Reply::Refused { server_time, .. } => {
+                *server_time
+            }
             Reply::Counted(c) => c.server_time,
         }
     }
@@ -73,11 +87,12 @@ pub enum ReplyError {
     Arity {
         /// Elements received.
         got: usize,
-        /// Elements expected (4 or 6; 0 when the status itself is missing).
+        /// Elements expected (4, 6 or 8; 0 when the status itself is missing).
         expected: usize,
     },
-    /// The first element is neither 0 (wrong interval) nor 1 (counted).
-    #[error("reply status {0} is neither 0 nor 1")]
+    /// The first element is neither 0 (wrong interval), 1 (counted) nor 2
+    /// (refused).
+    #[error("reply status {0} is neither 0, 1 nor 2")]
     Status(i64),
     /// A field is negative or too large.
     #[error("reply field {field} = {value} is out of range")]
@@ -149,6 +164,7 @@ impl Reply {
         let expected = match status {
             0 => 4,
             1 => 6,
+            2 => 8,
             other => return Err(ReplyError::Status(other)),
         };
         if values.len() != expected {
@@ -190,11 +206,21 @@ impl Reply {
                 server_time,
             });
         }
-        if status == 0 {
-            return Ok(Reply::WrongInterval {
-                interval,
-                server_time,
-            });
+        match status {
+            0 => {
+                return Ok(Reply::WrongInterval {
+                    interval,
+                    server_time,
+                });
+            }
+            2 => {
+                return Ok(Reply::Refused {
+                    interval,
+                    server_time,
+                    recorded: recorded_rules(&values[4..8]),
+                });
+            }
+            _ => {}
         }
         let (position, count) = match mode {
             Mode::Arrival => {
@@ -223,6 +249,31 @@ impl Reply {
             count,
         }))
     }
+}
+
+/// The recorded rules of a refusal, `[version, interval_ms, mode, mapping]`
+/// (`-1` for what the script could not read): `None` unless all four are
+/// valid.
+fn recorded_rules(fields: &[i64]) -> Option<GroupRules> {
+    let [version, interval_ms, mode, mapping] = fields else {
+        return None;
+    };
+    let mode = match mode {
+        0 => Mode::Arrival,
+        1 => Mode::Ranked,
+        _ => return None,
+    };
+    let mapping = match mapping {
+        0 => Mapping::Modulo,
+        1 => Mapping::Consistent,
+        _ => return None,
+    };
+    let interval_ms = u64::try_from(*interval_ms).ok().filter(|&l| l > 0)?;
+    (*version == 1).then_some(GroupRules {
+        interval_ms,
+        mode,
+        mapping,
+    })
 }
 
 #[cfg(test)]
@@ -275,6 +326,37 @@ mod tests {
     }
 
     #[test]
+    fn refusals_parse_with_the_recorded_rules_or_none() {
+        let refused = |rules: [i64; 4]| {
+            let mut v = vec![2, 10, 3, 1500];
+            v.extend(rules);
+            Reply::parse(Mode::Ranked, 300, &v)
+        };
+        assert_eq!(
+            refused([1, 1000, 0, 1]),
+            Ok(Reply::Refused {
+                interval: 10,
+                server_time: 3_001_500,
+                recorded: Some(GroupRules {
+                    interval_ms: 1000,
+                    mode: Mode::Arrival,
+                    mapping: Mapping::Consistent,
+                }),
+            })
+        );
+        for unreadable in [[-1, -1, -1, -1], [2, 1000, 0, 0], [1, 0, 1, 0], [1, 10, 2, 0]] {
+            assert!(
+                matches!(refused(unreadable), Ok(Reply::Refused { recorded: None, .. })),
+                "{unreadable:?}"
+            );
+        }
+        assert!(matches!(
+            Reply::parse(Mode::Ranked, 300, &[2, 10, 3, 1500, 1, 1000]),
+            Err(ReplyError::Arity { got: 6, expected: 8 })
+        ));
+    }
+
+    #[test]
     fn malformed_replies_are_errors() {
         use ReplyError::*;
         let p = |v: &[i64]| Reply::parse(Mode::Ranked, 300, v);
@@ -284,7 +366,7 @@ mod tests {
             p(&[0, 10, 3, 1500, 2, 5]),
             Err(Arity { got: 6, .. })
         ));
-        assert!(matches!(p(&[2, 10, 3, 1500]), Err(Status(2))));
+        assert!(matches!(p(&[3, 10, 3, 1500]), Err(Status(3))));
         assert!(matches!(
             p(&[1, -10, 3, 1500, 2, 5]),
             Err(OutOfRange { .. })

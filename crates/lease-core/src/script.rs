@@ -4,6 +4,9 @@
 //! Adapters only move bytes: they send [`Script::sha1`] with `EVALSHA`, fall
 //! back to [`Script::source`] (`SCRIPT LOAD` or `EVAL`) on `NOSCRIPT`, and pass
 //! the keys and arguments of a [`crate::Transmit`] unchanged.
+//!
+//! Each script is `prelude.lua` (read the clock, check the group's rules
+//! record, check the interval: rules 2 and 12) followed by its counting part.
 
 use std::fmt::Write as _;
 use std::sync::OnceLock;
@@ -20,13 +23,19 @@ pub struct Script {
 
 static ARRIVAL: Script = Script {
     mode: Mode::Arrival,
-    source: include_str!("scripts/arrival.lua"),
+    source: concat!(
+        include_str!("scripts/prelude.lua"),
+        include_str!("scripts/arrival.lua")
+    ),
     sha1: OnceLock::new(),
 };
 
 static RANKED: Script = Script {
     mode: Mode::Ranked,
-    source: include_str!("scripts/ranked.lua"),
+    source: concat!(
+        include_str!("scripts/prelude.lua"),
+        include_str!("scripts/ranked.lua")
+    ),
     sha1: OnceLock::new(),
 };
 
@@ -65,6 +74,21 @@ pub(crate) fn write_key(out: &mut String, prefix: &str, name: &str, k: u64) {
     let _ = write!(out, "{prefix}{{{name}}}:{k}");
 }
 
+/// Writes the key of a group's rules record: `P{N}:rules` (rule 12), in the
+/// group's hash tag like its interval keys.
+pub(crate) fn write_rules_key(out: &mut String, prefix: &str, name: &str) {
+    out.clear();
+    let _ = write!(out, "{prefix}{{{name}}}:rules");
+}
+
+/// The key of group `name`'s rules record under `prefix` (for tools such as
+/// `lease inspect`).
+pub fn rules_key(prefix: &str, name: &str) -> String {
+    let mut s = String::new();
+    write_rules_key(&mut s, prefix, name);
+    s
+}
+
 /// The key of interval `k` of group `name` under `prefix`, as a new string
 /// (for tools such as `lease inspect`; the state machine reuses buffers).
 pub fn interval_key(prefix: &str, name: &str, k: u64) -> String {
@@ -84,12 +108,14 @@ mod tests {
             "{mail-sender}:58391"
         );
         assert_eq!(interval_key("prod:", "g", 7), "prod:{g}:7");
+        assert_eq!(rules_key("prod:", "g"), "prod:{g}:rules");
     }
 
     #[test]
     fn sha1_matches_a_digest_checked_by_hand() {
-        // `python3 -c "import hashlib;print(hashlib.sha1(open(p,'rb').read()).hexdigest())"`
-        // on src/scripts/*.lua gives the same digests; Redis computes the same
+        // `cat prelude.lua arrival.lua | python3 -c "import hashlib,sys;
+        // print(hashlib.sha1(sys.stdin.buffer.read()).hexdigest())"` (and the
+        // same for ranked.lua) in src/scripts gives the same digests; Redis computes the same
         // for SCRIPT LOAD (checked by the adapter tests against a real server).
         for mode in [Mode::Arrival, Mode::Ranked] {
             let s = Script::for_mode(mode);
@@ -99,20 +125,23 @@ mod tests {
         }
         assert_eq!(
             Script::for_mode(Mode::Arrival).sha1(),
-            "3becdc96f551f7388cbc5092654bc9baaf87f595"
+            "2479bd3bff253ecc3d2e760f44f77338b9c00ea1"
         );
         assert_eq!(
             Script::for_mode(Mode::Ranked).sha1(),
-            "0c38f5b5e1e640e9efd058839ae7f05e77f7dc87"
+            "bf0f8ce53dc3a81a66efa2c90c24b8809f539438"
         );
     }
 
     #[test]
-    fn scripts_declare_only_their_two_keys() {
+    fn scripts_declare_every_key_they_touch() {
         for mode in [Mode::Arrival, Mode::Ranked] {
             let src = Script::for_mode(mode).source();
+            assert!(src.contains("KEYS[3]"), "the rules record is declared");
             for line in src.lines().filter(|l| l.contains("redis.call")) {
-                let keys_ok = line.contains("KEYS[1]") || line.contains("KEYS[2]");
+                let keys_ok = ["KEYS[1]", "KEYS[2]", "KEYS[3]"]
+                    .iter()
+                    .any(|k| line.contains(k));
                 assert!(
                     keys_ok || line.contains("'TIME'"),
                     "undeclared key in {line}"

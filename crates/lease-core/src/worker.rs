@@ -12,12 +12,13 @@ use std::time::{Duration, Instant};
 
 use crate::clock::{RttEstimate, SkewCheck, SkewEstimate};
 use crate::diag;
-use crate::event::{Event, ReleaseReason, Released};
-use crate::lease::{Lease, LocalClock};
+use crate::event::{Assignment, Event, Idle, IdleReason};
+use crate::lease::{Clock, Lease, LocalClock};
 use crate::options::{Mode, Options, OptionsError};
-use crate::ownership::Slot;
+use crate::ownership::{Mapping, Slot, id_hash};
 use crate::reply::{Counted, Reply, ReplyError};
-use crate::script::{Script, write_key};
+use crate::rules::{GroupRules, Refusal};
+use crate::script::{Script, write_key, write_rules_key};
 
 /// Bound on the local clock's rate error against the server clock (rule 6).
 const RHO: f64 = 1e-3;
@@ -29,16 +30,45 @@ const MAX_PENDING: usize = 8;
 /// time (rule 2: the wrong-interval answer is the newcomer's clock probe).
 const PROBE_INTERVAL: u64 = 1;
 
-/// The random identity of one worker run in `Ranked` mode: 128 bits, new on
-/// every start. The state machine draws no randomness itself, so the driver
-/// passes the token in (for example `Token::new(rand::random())`).
+/// The identity of one worker run in `Ranked` mode: 128 bits, new on every
+/// start, and the member the worker is in each interval's sorted set.
+///
+/// Two live workers with one token are **one member** to the group: both
+/// get its position and both hold its lease, so the lease is no longer
+/// exclusive. The state machine draws no randomness itself; tokens come from
+/// a constructor that draws them: the adapters draw one from the operating
+/// system for every start (`lease_driver::random_token`), the simulator
+/// derives one from its seed and the worker's number ([`Token::seeded`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Token(u128);
 
 impl Token {
-    /// A token from 128 random bits.
-    pub const fn new(bits: u128) -> Self {
+    /// A token from exactly these bits. **Reused bits are the same worker**:
+    /// two live workers of one group built from the same bits share one
+    /// position and both hold its lease, which breaks exclusivity. Only for
+    /// bits that are unique per process start (drawn at random, as
+    /// `lease_driver::random_token` does, or derived from a seed with
+    /// [`Token::seeded`]); never a constant.
+    pub const fn from_bits_same_worker_if_reused(bits: u128) -> Self {
         Self(bits)
+    }
+
+    /// A token derived from a run's `seed` and the worker's number `worker`,
+    /// for deterministic runs (simulations, tests that replay): distinct
+    /// worker numbers under one seed always give distinct tokens, and their
+    /// schedule spreads (rule 8) differ.
+    ///
+    /// ```
+    /// use lease_core::Token;
+    /// assert_ne!(Token::seeded(1, 0), Token::seeded(1, 1));
+    /// assert_eq!(Token::seeded(1, 0), Token::seeded(1, 0));
+    /// ```
+    pub const fn seeded(seed: u64, worker: u64) -> Self {
+        // `id_hash` is a bijection, so for one seed the high halves (and so
+        // the tokens) of distinct worker numbers are distinct.
+        let high = id_hash(worker ^ id_hash(seed));
+        let low = id_hash(high ^ seed.rotate_left(32));
+        Self(((high as u128) << 64) | low as u128)
     }
 
     /// The token's bits.
@@ -72,7 +102,7 @@ impl Display for RequestId {
     }
 }
 
-/// A registration to send now: `EVALSHA script.sha1() 2 keys[0] keys[1] args..`
+/// A registration to send now: `EVALSHA script.sha1() 3 keys[0] keys[1] keys[2] args..`
 /// (or `EVAL script.source() ..` after `NOSCRIPT`).
 #[derive(Debug)]
 pub struct Transmit<'a> {
@@ -80,8 +110,9 @@ pub struct Transmit<'a> {
     pub id: RequestId,
     /// The script to run.
     pub script: &'static Script,
-    /// `KEYS`: the interval the worker expects, and the one before it.
-    pub keys: [&'a str; 2],
+    /// `KEYS`: the interval the worker expects, the one before it, and the
+    /// group's rules record.
+    pub keys: [&'a str; 3],
     /// `ARGV`.
     pub args: &'a [String],
     /// After this instant the reply is of no use: the driver may abandon the
@@ -106,6 +137,10 @@ struct Config {
     spread: i64,
     /// Key TTL: keys expire a few intervals after they close.
     ttl_ms: u64,
+    /// The task mapping.
+    mapping: Mapping,
+    /// The rules this worker follows (rule 12).
+    rules: GroupRules,
 }
 
 impl Config {
@@ -125,6 +160,8 @@ impl Config {
             g: (o.gap * lf).round() as i64,
             spread: (o.gap.min(0.1).min((1.0 - 2.0 * o.gap) / 2.0) * lf).round() as i64,
             ttl_ms: interval_ms.saturating_mul(3),
+            mapping: o.mapping,
+            rules: GroupRules::of(o),
         })
     }
 }
@@ -163,6 +200,19 @@ struct Memory {
     arrival_phase: Option<f64>,
 }
 
+/// What the worker knows about the server clock's history (rule 10), beyond
+/// the skew estimate. Survives the memory reset of a stand-down.
+#[derive(Clone, Copy, Debug, Default)]
+struct ClockHistory {
+    /// The newest interval any answer named (counted, wrong-interval or
+    /// refused), and the local time that answer arrived.
+    latest: Option<(u64, i64)>,
+    /// After a backward step: the newest interval seen before it. Intervals
+    /// up to it may have been reopened and written twice, so nothing is
+    /// granted until the interval two before the current one is newer.
+    reopened_through: Option<u64>,
+}
+
 /// When to send next.
 #[derive(Clone, Copy, Debug, Default)]
 struct Schedule {
@@ -185,7 +235,7 @@ struct Schedule {
 /// 2. Send every [`Worker::poll_transmit`] to Redis as `EVALSHA`, remembering
 ///    its [`RequestId`].
 /// 3. Hand every [`Worker::poll_event`] to the application
-///    ([`Event::Pair`] values are the pair stream).
+///    ([`Event::Assignment`] values are the stream).
 /// 4. Wait until [`Worker::poll_timeout`] or until a reply arrives, whichever
 ///    comes first.
 /// 5. Feed what happened: [`Worker::handle_reply`] with the reply's integers,
@@ -200,8 +250,8 @@ struct Schedule {
 ///
 /// let t0 = Instant::now();
 /// let options = Options::new("mail-sender", Duration::from_millis(300));
-/// let mut worker = Worker::new(&options, Token::new(7), t0).unwrap();
-/// assert_eq!(worker.poll_event(), Some(Event::Pair(None))); // the opening idle
+/// let mut worker = Worker::new(&options, Token::seeded(1, 0), t0).unwrap();
+/// assert!(matches!(worker.poll_event(), Some(Event::Assignment(a)) if a.is_idle())); // the opening idle
 ///
 /// worker.handle_timeout(t0);
 /// let transmit = worker.poll_transmit().expect("a newcomer registers at once");
@@ -220,13 +270,18 @@ pub struct Worker {
     rtt: RttEstimate,
     pending: Vec<Pending>,
     memory: Memory,
+    history: ClockHistory,
+    /// The refusal in force (rule 12), until a registration is counted again.
+    refused: Option<Refusal>,
+    /// The clock handed-out leases answer `is_valid()` on.
+    now_clock: Clock,
     lease: Option<Lease>,
     /// Interval of the registration that last granted or renewed the lease.
     lease_interval: u64,
     schedule: Schedule,
     /// A transmit is ready in `keys`/`args` and not yet polled.
     ready: Option<(RequestId, i64)>,
-    keys: [String; 2],
+    keys: [String; 3],
     args: Vec<String>,
     events: VecDeque<Event>,
     next_id: u64,
@@ -240,11 +295,23 @@ impl Worker {
     pub fn new(options: &Options, token: Token, now: Instant) -> Result<Self, OptionsError> {
         let cfg = Config::new(options)?;
         let args = match cfg.mode {
-            Mode::Arrival => 3,
-            Mode::Ranked => 5,
+            Mode::Arrival => 4,
+            Mode::Ranked => 6,
         };
         let mut events = VecDeque::with_capacity(4);
-        events.push_back(Event::Pair(None));
+        events.push_back(Event::Assignment(Assignment::Idle(Idle {
+            reason: IdleReason::Started,
+            since: now,
+            ended: None,
+        })));
+        let mut keys = [
+            String::with_capacity(64),
+            String::with_capacity(64),
+            String::with_capacity(64),
+        ];
+        write_rules_key(&mut keys[2], &cfg.prefix, &cfg.name);
+        let mut args = vec![String::with_capacity(40); args];
+        args[3] = cfg.rules.encode();
         Ok(Self {
             cfg,
             token,
@@ -253,6 +320,9 @@ impl Worker {
             rtt: RttEstimate::default(),
             pending: Vec::with_capacity(MAX_PENDING),
             memory: Memory::default(),
+            history: ClockHistory::default(),
+            refused: None,
+            now_clock: Clock::system(),
             lease: None,
             lease_interval: 0,
             schedule: Schedule {
@@ -260,12 +330,19 @@ impl Worker {
                 ..Schedule::default()
             },
             ready: None,
-            keys: [String::with_capacity(64), String::with_capacity(64)],
-            args: vec![String::with_capacity(40); args],
+            keys,
+            args,
             events,
             next_id: 0,
             stopped: false,
         })
+    }
+
+    /// Leases handed out answer [`Lease::is_valid`] on `clock` (the driver's
+    /// clock) instead of [`Instant::now`].
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.now_clock = clock;
+        self
     }
 
     // ----- getters -------------------------------------------------------
@@ -300,6 +377,17 @@ impl Worker {
         self.token
     }
 
+    /// The rules this worker follows, as recorded in Redis (rule 12).
+    pub fn rules(&self) -> GroupRules {
+        self.cfg.rules
+    }
+
+    /// The refusal in force, if the group's recorded rules differ from this
+    /// worker's: it then holds nothing and writes nothing.
+    pub fn refusal(&self) -> Option<Refusal> {
+        self.refused
+    }
+
     /// The lease in force at `now`, if any. This is the truth even if no
     /// timer has fired (a stalled process): a lease past its deadline is not
     /// returned.
@@ -332,7 +420,7 @@ impl Worker {
         Some(Transmit {
             id,
             script: Script::for_mode(self.cfg.mode),
-            keys: [&self.keys[0], &self.keys[1]],
+            keys: [&self.keys[0], &self.keys[1], &self.keys[2]],
             args: &self.args,
             expires_at: self.clock.instant(give_up_at),
         })
@@ -470,7 +558,7 @@ impl Worker {
         }
         let now = self.clock.micros(now);
         self.expire(now);
-        self.release(now, ReleaseReason::Cancelled);
+        self.release(now, IdleReason::Cancelled);
         self.stopped = true;
         self.pending.clear();
         self.ready = None;
@@ -493,30 +581,41 @@ impl Worker {
                 self.lease_interval,
                 micros_to_duration(now - deadline),
             );
-            self.release(deadline, ReleaseReason::Expired);
+            self.release(deadline, IdleReason::Expired);
         }
     }
 
-    fn release(&mut self, at: i64, reason: ReleaseReason) {
+    /// Ends the lease in force, if any, at `at` (never after its deadline),
+    /// and hands the idle value with `reason` to the stream. Returns whether
+    /// a lease was held.
+    fn release(&mut self, at: i64, reason: IdleReason) -> bool {
         let Some(lease) = self.lease.take() else {
-            return;
+            return false;
         };
         let at = at.min(lease.deadline_micros());
         lease.end_at(at);
-        diag::lease_released(&self.cfg.name, lease.slot());
-        self.events.push_back(Event::Released(Released {
-            slot: lease.slot(),
-            token: lease.token(),
-            at: self.clock.instant(at),
-            reason,
-        }));
-        self.events.push_back(Event::Pair(None));
+        diag::lease_released(&self.cfg.name, lease.slot(), reason.as_str());
+        self.events
+            .push_back(Event::Assignment(Assignment::Idle(Idle {
+                reason,
+                since: self.clock.instant(at),
+                ended: Some(lease),
+            })));
+        true
     }
 
     fn grant(&mut self, slot: Slot, interval: u64, deadline: i64) {
-        let lease = Lease::new(slot, interval, self.clock, deadline);
+        let lease = Lease::new(
+            slot,
+            interval,
+            self.cfg.mapping,
+            self.clock,
+            self.now_clock.clone(),
+            deadline,
+        );
         diag::lease_granted(&self.cfg.name, slot);
-        self.events.push_back(Event::Pair(Some(lease.clone())));
+        self.events
+            .push_back(Event::Assignment(Assignment::Held(lease.clone())));
         self.lease = Some(lease);
     }
 
@@ -524,42 +623,90 @@ impl Worker {
         self.rtt.observe(now - req.sent_at);
         let server = i64::try_from(reply.server_time()).unwrap_or(i64::MAX);
         let interval = reply.interval();
-        // Rule 10: a server clock that jumped is not to be trusted.
-        if let SkewCheck::Jumped { by } =
-            self.skew
-                .observe(req.sent_at, now, server, self.cfg.g, 8 * self.cfg.l)
-        {
-            self.stand_down_for_clock(now, by, interval);
+        // Rule 10, for every answer (wrong-interval and refused ones too):
+        // an interval older than one already seen, on a request sent after
+        // that answer arrived, means the server clock went back.
+        let latest = self.history.latest;
+        let went_back = latest.is_some_and(|(newest, received)| {
+            interval < newest && req.sent_at >= received
+        });
+        // A late answer from an older interval (rule 9): counted replies are
+        // compared with the newest interval processed, so that a hedged
+        // request's reply still counts after a wrong-interval answer named a
+        // newer interval; other answers with the newest interval named.
+        let newest = match reply {
+            Reply::Counted(_) => self.memory.newest.map(|(k, _)| k),
+            _ => latest.map(|(k, _)| k),
+        };
+        let late = newest.is_some_and(|newest| interval < newest) && !went_back;
+        let check = self
+            .skew
+            .observe(req.sent_at, now, server, self.cfg.g, 8 * self.cfg.l);
+        match check {
+            _ if went_back => self.stand_down_for_clock(now, server_step(check), interval, true),
+            SkewCheck::Jumped { by } => self.stand_down_for_clock(now, by, interval, by < 0),
+            SkewCheck::Consistent => {}
         }
-        // A wrong-interval answer wrote nothing: always re-aim, whatever
-        // interval it names (the checks below are about counted replies).
-        if let Reply::WrongInterval { .. } = reply {
-            self.on_wrong_interval(now);
-            return;
+        if went_back || latest.is_none_or(|(newest, _)| interval >= newest) {
+            self.history.latest = Some((interval, now));
         }
-        if let Some((newest, received)) = self.memory.newest {
-            if interval < newest {
-                if req.sent_at >= received {
-                    // Sent after a newer interval was seen: the clock went back.
-                    self.stand_down_for_clock(now, 0, interval);
-                } else {
-                    // A late reply from an older interval: ignore (rule 9).
-                    return;
-                }
-            } else if interval == newest && self.cfg.mode == Mode::Ranked {
+        match reply {
+            // A late answer from an older interval says nothing new (rule 9).
+            _ if late => {}
+            // A wrong-interval answer wrote nothing: re-aim.
+            Reply::WrongInterval { .. } => self.on_wrong_interval(now),
+            Reply::Refused { recorded, .. } => self.on_refused(now, interval, recorded),
+            Reply::Counted(c) => {
                 // The closed set of k-1 cannot have changed: nothing new.
-                return;
+                let seen = self.memory.newest.is_some_and(|(newest, _)| interval == newest);
+                if !(seen && self.cfg.mode == Mode::Ranked) {
+                    self.on_counted(now, req, c, server);
+                }
             }
-        }
-        if let Reply::Counted(c) = reply {
-            self.on_counted(now, req, c, server);
         }
     }
 
-    fn stand_down_for_clock(&mut self, now: i64, by: i64, interval: u64) {
+    /// Rule 10: stand down and forget what earlier replies implied. After a
+    /// backward step, intervals up to the newest one seen before it may be
+    /// reopened (written again after some workers read them closed), so
+    /// nothing is granted until the interval two before the current one is
+    /// newer than that (`ClockHistory::reopened_through`).
+    fn stand_down_for_clock(&mut self, now: i64, by: i64, interval: u64, backward: bool) {
         diag::server_clock_moved(&self.cfg.name, by, interval);
-        self.release(now, ReleaseReason::ServerClock);
+        self.release(now, IdleReason::ServerClock);
         self.memory = Memory::default();
+        if backward && let Some((newest, _)) = self.history.latest {
+            let fence = self.history.reopened_through.map_or(newest, |f| f.max(newest));
+            self.history.reopened_through = Some(fence);
+        }
+    }
+
+    /// Rule 12: the group's recorded rules differ from ours. The
+    /// registration wrote nothing; hold nothing, say so once (and again if
+    /// the record changes), and keep registering once an interval, so the
+    /// worker takes over when the record agrees or expires.
+    fn on_refused(&mut self, now: i64, k: u64, recorded: Option<GroupRules>) {
+        let refusal = Refusal {
+            ours: self.cfg.rules,
+            recorded,
+        };
+        self.schedule.mismatches = 0;
+        self.schedule.attempt = 0;
+        if self.refused != Some(refusal) {
+            diag::group_rules_differ(&self.cfg.name, &refusal);
+            let reason = IdleReason::Refused(refusal);
+            if !self.release(now, reason) {
+                self.events.push_back(Event::Assignment(Assignment::Idle(Idle {
+                    reason,
+                    since: self.clock.instant(now),
+                    ended: None,
+                })));
+            }
+            self.refused = Some(refusal);
+        }
+        let fire = self.local_of(self.fire_server(k + 1));
+        self.schedule.target = Some(k + 1);
+        self.schedule.fire_at = Some(fire.max(now));
     }
 
     /// Rule 2: the keys named the wrong interval, nothing was written. The
@@ -579,13 +726,20 @@ impl Worker {
         let k = c.interval;
         self.schedule.mismatches = 0;
         self.schedule.attempt = 0;
+        self.refused = None;
         let implied = self.implied(&c);
         let before = self
             .memory
             .previous
             .filter(|(pk, _)| pk + 1 == k)
             .and_then(|(_, s)| s);
-        let agreed = implied.is_some() && implied == before;
+        // Rule 10: after a backward step, only closed intervals newer than
+        // every interval seen before it may certify a lease.
+        let fresh = self
+            .history
+            .reopened_through
+            .is_none_or(|fence| k >= fence.saturating_add(3));
+        let agreed = implied.is_some() && implied == before && fresh;
         match implied {
             None => diag::no_pair_implied(&self.cfg.name, before),
             Some(slot) if agreed => diag::pair_agreed(&self.cfg.name, slot),
@@ -608,7 +762,7 @@ impl Worker {
                     self.lease_interval = k;
                 }
                 _ => {
-                    self.release(now, ReleaseReason::Disagreed);
+                    self.release(now, IdleReason::HandedOver);
                     self.grant(slot, k, deadline);
                     self.lease_interval = k;
                 }
@@ -616,7 +770,9 @@ impl Worker {
             // Agreed, but the reply came after its own deadline: grants
             // nothing; memory is still updated below.
             (Some(_), true) => {}
-            _ => self.release(now, ReleaseReason::Disagreed),
+            _ => {
+                self.release(now, IdleReason::HandedOver);
+            }
         }
         self.memory.previous = Some((k, implied));
         self.memory.newest = Some((k, now));
@@ -832,8 +988,9 @@ impl Worker {
         set(0, &c.interval_ms);
         set(1, &c.ttl_ms);
         set(2, &k);
+        // args[3], the rules record, is constant: written in `new`.
         if c.mode == Mode::Ranked {
-            set(3, &self.token);
+            set(4, &self.token);
             // A returning worker sends its last known phase, a hair below the
             // carried score of the same rank so a tie with a newcomer's carried
             // score goes to the settled worker; a newcomer sends 2, after every
@@ -842,7 +999,7 @@ impl Worker {
                 Some(s) => (f64::from(s.i()) + 0.5) / f64::from(s.n()) - 1e-9,
                 None => 2.0,
             };
-            set(4, &format_args!("{phase:.12}"));
+            set(5, &format_args!("{phase:.12}"));
         }
     }
 }
@@ -862,6 +1019,8 @@ fn check_interval(reply: &Reply, expected: u64) -> Result<(), ReplyError> {
     let ok = match reply {
         Reply::Counted(c) => c.interval == expected,
         Reply::WrongInterval { interval, .. } => *interval != expected,
+        // The rules are checked before the interval: any interval may come.
+        Reply::Refused { .. } => true,
     };
     if ok {
         Ok(())
@@ -870,6 +1029,14 @@ fn check_interval(reply: &Reply, expected: u64) -> Result<(), ReplyError> {
             expected,
             got: reply.interval(),
         })
+    }
+}
+
+/// The size of a detected step for the `server clock moved` diagnostic.
+fn server_step(check: SkewCheck) -> i64 {
+    match check {
+        SkewCheck::Jumped { by } => by,
+        SkewCheck::Consistent => 0,
     }
 }
 

@@ -3,7 +3,26 @@
 
 use std::time::{Duration, Instant};
 
-use lease_core::{Event, Mode, Options, ReleaseReason, RequestId, Token, Worker};
+use lease_core::{Assignment, Event, Idle, IdleReason, Lease, Mode, Options, RequestId, Token, Worker};
+
+fn held(e: &Event) -> Option<&Lease> {
+    match e {
+        Event::Assignment(Assignment::Held(lease)) => Some(lease),
+        _ => None,
+    }
+}
+
+fn idle(e: &Event) -> Option<&Idle> {
+    match e {
+        Event::Assignment(Assignment::Idle(idle)) => Some(idle),
+        _ => None,
+    }
+}
+
+/// Whether `events` is exactly the opening idle value.
+fn only_started(events: &[Event]) -> bool {
+    matches!(events, [e] if idle(e).is_some_and(|i| i.reason == IdleReason::Started))
+}
 
 const L_MS: u64 = 1000;
 /// The server's interval at the start of each test.
@@ -29,7 +48,7 @@ impl Harness {
     fn new(mode: Mode) -> Self {
         let t0 = Instant::now();
         let options = Options::new("g", Duration::from_millis(L_MS)).with_mode(mode);
-        let w = Worker::new(&options, Token::new(1 << 100), t0).unwrap();
+        let w = Worker::new(&options, Token::from_bits_same_worker_if_reused(1 << 100), t0).unwrap();
         // Local time 0 is server time K*L + 0.3 L.
         let offset_us = (K * L_MS * 1000 + 300_000) as i64;
         Self {
@@ -123,10 +142,10 @@ impl Harness {
 #[test]
 fn a_lone_worker_owns_0_of_1_after_two_agreeing_intervals() {
     let mut h = Harness::new(Mode::Ranked);
-    assert_eq!(h.events(), vec![Event::Pair(None)]);
+    assert!(only_started(&h.events()));
     let third = h.settle_alone();
     let events = h.events();
-    let [Event::Pair(Some(lease))] = events.as_slice() else {
+    let [Some(lease)] = events.iter().map(held).collect::<Vec<_>>()[..] else {
         panic!("expected one grant, got {events:?}");
     };
     assert_eq!((lease.i(), lease.n(), lease.token()), (0, 1, K + 2));
@@ -146,7 +165,7 @@ fn late_reply_never_extends_a_lease() {
     let mut h = Harness::new(Mode::Ranked);
     h.settle_alone();
     let lease = match h.events().pop() {
-        Some(Event::Pair(Some(l))) => l,
+        Some(Event::Assignment(Assignment::Held(l))) => l,
         other => panic!("{other:?}"),
     };
     let deadline = lease.deadline();
@@ -158,7 +177,7 @@ fn late_reply_never_extends_a_lease() {
     h.w.handle_timeout(h.at(late));
     let events = h.events();
     assert!(
-        matches!(events.as_slice(), [Event::Released(r), Event::Pair(None)] if r.reason == ReleaseReason::Expired && r.at == deadline),
+        matches!(events.as_slice(), [e] if idle(e).is_some_and(|i| i.reason == IdleReason::Expired && i.since == deadline && i.ended.as_ref() == Some(&lease))),
         "{events:?}"
     );
     assert!(!lease.is_valid_at(h.at(late)));
@@ -167,7 +186,7 @@ fn late_reply_never_extends_a_lease() {
     h.deliver(&fourth, fourth.at + Duration::from_millis(1), late, 0, 1);
     let events = h.events();
     match events.as_slice() {
-        [Event::Pair(Some(again))] => {
+        [Event::Assignment(Assignment::Held(again))] => {
             assert_eq!(again.token(), K + 3, "a fresh lease with a new token");
             assert!(again.deadline() > deadline);
         }
@@ -190,7 +209,7 @@ fn reply_after_its_own_deadline_grants_nothing() {
     // Executed at once, but the reply comes back 2.5 intervals later: past
     // (k+2)L. It would agree, yet it must not grant.
     h.deliver(&third, third.at + ms(1), third.at + ms(2500), 0, 1);
-    assert_eq!(h.events(), vec![Event::Pair(None)]);
+    assert!(only_started(&h.events()));
 }
 
 #[test]
@@ -224,11 +243,11 @@ fn malformed_reply_is_an_error_and_never_a_lease() {
         h.w.handle_reply(h.at(retry.at + ms(2)), retry.id, &other)
             .is_err()
     );
-    assert_eq!(h.events(), vec![Event::Pair(None)], "nothing granted");
+    assert!(only_started(&h.events()), "nothing granted");
     // And the worker carries on: a good reply to the next retry grants.
     let retry = h.send(None);
     h.deliver(&retry, retry.at + ms(1), retry.at + ms(2), 0, 1);
-    assert!(matches!(h.events().as_slice(), [Event::Pair(Some(_))]));
+    assert!(matches!(h.events().as_slice(), [e] if held(e).is_some()));
 }
 
 #[test]
@@ -244,12 +263,12 @@ fn cancel_yields_idle_once_then_stops() {
     let third = h.send(None);
     h.deliver(&third, third.at + ms(1), third.at + ms(2), 0, 1);
     let got = h.events();
-    assert!(matches!(got.last(), Some(Event::Pair(Some(_)))), "{got:?}");
+    assert!(got.last().and_then(held).is_some(), "{got:?}");
     let now = h.at(third.at + ms(10));
     h.w.handle_cancel(now);
     let events = h.events();
     assert!(
-        matches!(events.as_slice(), [Event::Released(r), Event::Pair(None), Event::Stopped] if r.reason == ReleaseReason::Cancelled),
+        matches!(events.as_slice(), [e, Event::Stopped] if idle(e).is_some_and(|i| i.reason == IdleReason::Cancelled)),
         "{events:?}"
     );
     assert!(h.w.is_stopped());
@@ -263,7 +282,7 @@ fn cancel_yields_idle_once_then_stops() {
 fn server_clock_jump_beyond_the_gap_stands_down() {
     let mut h = Harness::new(Mode::Ranked);
     h.settle_alone();
-    assert!(matches!(h.events().pop(), Some(Event::Pair(Some(_)))));
+    assert!(h.events().pop().as_ref().and_then(held).is_some());
     let fourth = h.send(None);
     // The server clock jumped 0.3 L ahead (G = 0.15 L) since the last reply.
     h.offset_us += 300_000;
@@ -276,7 +295,7 @@ fn server_clock_jump_beyond_the_gap_stands_down() {
     );
     let events = h.events();
     assert!(
-        matches!(events.first(), Some(Event::Released(r)) if r.reason == ReleaseReason::ServerClock),
+        matches!(events.first().and_then(idle), Some(i) if i.reason == IdleReason::ServerClock),
         "{events:?}"
     );
 }
@@ -287,7 +306,7 @@ fn server_clock_jump_beyond_the_gap_stands_down() {
 fn reply_with_a_server_time_near_i64_max_is_rejected_without_panic() {
     let t0 = Instant::now();
     let options = Options::new("fuzz", Duration::from_millis(141));
-    let mut w = Worker::new(&options, Token::new(0), t0).unwrap();
+    let mut w = Worker::new(&options, Token::from_bits_same_worker_if_reused(0), t0).unwrap();
     w.handle_timeout(t0);
     let id = w.poll_transmit().unwrap().id;
     // Server time i64::MAX us = 9223372036854 s + 775807 us; interval 141 ms.
@@ -324,7 +343,7 @@ fn ranked_worker_never_goes_silent_after_a_wrong_interval_answer() {
     let t0 = Instant::now();
     let at = |ms: u64| t0 + Duration::from_millis(ms);
     let options = Options::new("g", Duration::from_secs(1));
-    let mut w = Worker::new(&options, Token::new(0), t0).unwrap();
+    let mut w = Worker::new(&options, Token::from_bits_same_worker_if_reused(0), t0).unwrap();
     w.handle_timeout(at(0));
     let probe = w.poll_transmit().unwrap().id;
     // Slow requests (360 ms up, 40 ms down) put the skew estimate 160 ms ahead.
@@ -347,4 +366,111 @@ fn ranked_worker_never_goes_silent_after_a_wrong_interval_answer() {
     let again = w.poll_timeout().expect("something is scheduled");
     w.handle_timeout(again.max(at(sent as u64 + 10)));
     assert!(w.poll_transmit().is_some(), "it registers again");
+}
+
+/// Rule 12: a registration refused because the group's recorded rules
+/// differ grants nothing, says why once (the idle value carries both rules),
+/// and keeps registering, so the worker joins once the record agrees.
+#[test]
+fn a_refused_registration_holds_nothing_says_why_and_keeps_trying() {
+    let mut h = Harness::new(Mode::Ranked);
+    let ms = Duration::from_millis;
+    assert!(only_started(&h.events()));
+    let probe = h.send(Some(ms(0)));
+    h.deliver(&probe, ms(1), ms(2), 0, 0);
+    // The group runs a 2 s interval in Arrival mode (codes: 0 arrival, 0 modulo).
+    let refused = |h: &Harness, s: &Sent, exec: Duration| {
+        let server = h.server_us(exec);
+        let k = (server / 1000) / L_MS as i64;
+        vec![2, k, server / 1_000_000, server % 1_000_000, 1, 2000, 0, 0]
+    };
+    for round in 0..3 {
+        let s = h.send(None);
+        let r = refused(&h, &s, s.at + ms(1));
+        h.last = s.at + ms(2);
+        h.w.handle_reply(h.at(s.at + ms(2)), s.id, &r).unwrap();
+        let events = h.events();
+        if round == 0 {
+            let [e] = events.as_slice() else { panic!("{events:?}") };
+            let Some(Idle { reason: IdleReason::Refused(refusal), ended: None, .. }) = idle(e) else {
+                panic!("{events:?}");
+            };
+            assert_eq!(refusal.ours, h.w.rules());
+            let recorded = refusal.recorded.expect("a readable record");
+            assert_eq!((recorded.interval_ms, recorded.mode), (2000, Mode::Arrival));
+            assert_eq!(h.w.refusal(), Some(*refusal));
+        } else {
+            assert!(events.is_empty(), "said once: {events:?}");
+        }
+        // It tries again in the next interval, never sooner.
+        let next = h.w.poll_timeout().expect("it keeps registering");
+        assert!(next.duration_since(h.t0) > s.at + ms(500), "round {round}");
+    }
+    // The record expired and ours took its place: counted again, it settles.
+    let first = h.send(None);
+    h.deliver(&first, first.at + ms(1), first.at + ms(2), -1, 0);
+    assert_eq!(h.w.refusal(), None);
+    let second = h.send(None);
+    h.deliver(&second, second.at + ms(1), second.at + ms(2), 0, 1);
+    let third = h.send(None);
+    h.deliver(&third, third.at + ms(1), third.at + ms(2), 0, 1);
+    assert!(h.events().iter().any(|e| held(e).is_some()));
+}
+
+/// Rule 10: a backward step seen in a wrong-interval answer (an interval
+/// older than one already seen, to a request sent after that) stands the
+/// worker down at once.
+#[test]
+fn a_backward_step_seen_in_a_wrong_interval_answer_stands_down() {
+    let mut h = Harness::new(Mode::Ranked);
+    h.settle_alone();
+    assert!(h.events().pop().as_ref().and_then(held).is_some());
+    let fourth = h.send(None);
+    // The server clock stepped back 2 L: the request named K+3, the server is
+    // in K+1 now (the same step seen through the answer, not the skew alone).
+    h.offset_us -= 2_000_000;
+    h.deliver(&fourth, fourth.at + Duration::from_millis(1), fourth.at + Duration::from_millis(2), 0, 1);
+    let events = h.events();
+    assert!(
+        matches!(events.first().and_then(idle), Some(i) if i.reason == IdleReason::ServerClock),
+        "{events:?}"
+    );
+}
+
+/// The counterexample of rule 10 (issue 10): after a backward step, the very
+/// next replies must not seed an agreement over reopened intervals. Closed
+/// K+1 and K+2 were read before the clock stepped back 2 L; after the step,
+/// K+1 and K+2 are open again and may be written twice. Nothing is granted
+/// until the interval two before the current one is newer than K+3, the
+/// newest interval seen before the step.
+#[test]
+fn after_a_backward_step_nothing_is_granted_over_reopened_intervals() {
+    let mut h = Harness::new(Mode::Ranked);
+    let ms = Duration::from_millis;
+    h.settle_alone();
+    let _ = h.events();
+    let fourth = h.send(None);
+    h.deliver(&fourth, fourth.at + ms(1), fourth.at + ms(2), 0, 1);
+    // Step back 2 L: the next registrations land in reopened K+2, K+3.
+    h.offset_us -= 2_000_000;
+    let mut granted = Vec::new();
+    let mut counted = Vec::new();
+    for _ in 0..8 {
+        let s = h.send(None);
+        let r = h.reply(&s, s.at + ms(1), 0, 1);
+        h.last = s.at + ms(2);
+        h.w.handle_reply(h.at(s.at + ms(2)), s.id, &r).unwrap();
+        if r[0] == 1 {
+            counted.push(s.k);
+        }
+        for e in h.events() {
+            if let Some(lease) = held(&e) {
+                granted.push(lease.token());
+            }
+        }
+    }
+    assert!(counted.contains(&(K + 3)), "registered into reopened intervals: {counted:?}");
+    // K+3 was the newest seen before the step: the first grant may come
+    // from K+6 (closed K+4 and K+5 both newer).
+    assert_eq!(granted.first(), Some(&(K + 6)), "counted {counted:?}, granted {granted:?}");
 }

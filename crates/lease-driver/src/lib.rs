@@ -10,20 +10,22 @@
 //! futures only: it sends each registration (`EVALSHA`, `EVAL` after
 //! `NOSCRIPT`: rule 2) through the adapter's connection, times it out on the
 //! adapter's timer, feeds the outcome back, records [`metrics`],
-//! and hands each pair to the stream ([`Pairs`]) until it is cancelled or the
-//! stream is dropped. [`Options`] are the options with the adapter's
-//! cancellation token. An adapter, whole:
+//! and hands each [`Assignment`] to the stream ([`Assignments`]) until it is
+//! cancelled or the stream is dropped. [`Options`] are the group's options
+//! with the adapter's cancellation token and, for runs that replay, a given
+//! worker identity. An adapter, whole:
 //!
 //! ```text
 //! pub type Options = lease_driver::Options<MyCancelToken>;
 //!
-//! pub type Discover = Pairs<MyTaskHandle>; // dropping it must stop the task
+//! pub type Discover = Assignments<MyTaskHandle>; // dropping it must stop the task
 //!
 //! pub fn discover(conn: MyClient, options: Options) -> Result<Discover, OptionsError> {
-//!     let (driver, pairs) = Driver::new(&options.lease, Token::new(random()), now(), "my-client")?;
+//!     let clock = Clock::new(my_runtime_now);
+//!     let (driver, stream) = Driver::new(&options.group, options.token_or_random(), clock, "my-client")?;
 //!     let cancelled = /* a future that completes when options.cancel is cancelled */;
-//!     let task = spawn(driver.run(MyConnection(conn), Instant::now, sleep_until, cancelled));
-//!     Ok(pairs.with_guard(task))
+//!     let task = spawn(driver.run(MyConnection(conn), sleep_until, cancelled));
+//!     Ok(stream.with_guard(task))
 //! }
 //! ```
 //!
@@ -40,74 +42,72 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use lease_core::diag;
-use lease_core::{Event, Lease, Mode, OptionsError, ReplyError, RequestId, Script, Token, Worker};
+use lease_core::{
+    Assignment, Clock, Event, OptionsError, ReplyError, RequestId, Script, Token, Worker,
+};
 
 use crate::metrics::Metrics;
 
 pub mod metrics;
 
-/// One item of an adapter's pair stream: `Some(lease)` while a pair is held
-/// (its [`Lease::i`], [`Lease::n`], fencing [`Lease::token`] and
-/// [`Lease::is_valid`]), `None` for the idle pair (hold nothing).
+/// A fresh worker identity drawn from the operating system's random source:
+/// what every adapter uses for each start unless given one
+/// ([`Options::with_token`]).
 ///
-/// The stream starts with `None`, then yields only when the pair in force
-/// changes, and never coalesces a release away: between two different
-/// leases there is always a `None`.
-pub type Pair = Option<Lease>;
+/// # Panics
+///
+/// If the operating system has no random source to give (which `getrandom`
+/// reports only on platforms without one).
+pub fn random_token() -> Token {
+    let mut bits = [0u8; 16];
+    getrandom::fill(&mut bits).expect("the operating system's random source");
+    Token::from_bits_same_worker_if_reused(u128::from_le_bytes(bits))
+}
 
-/// Options of one adapter's worker: the group ([`lease_core::Options`]) and an
-/// optional cancellation token of the adapter's runtime (`C`).
+/// Options of one adapter's worker: the group's options
+/// ([`lease_core::Options`], with all their builder methods), an optional
+/// cancellation token of the adapter's runtime (`C`), and an optional worker
+/// identity.
 ///
 /// Each adapter names its own: `lease_redis::Options` is
 /// `Options<tokio_util::sync::CancellationToken>`.
 ///
 /// ```
 /// use std::time::Duration;
-/// use lease_core::Mode;
+/// use lease_core::{Mode, Token};
 /// use lease_driver::Options;
 ///
-/// let options = Options::<()>::new("mail-sender", Duration::from_secs(5))
+/// let group = lease_core::Options::new("mail-sender", Duration::from_secs(5))
 ///     .with_gap(0.2)
-///     .with_prefix("prod:")
-///     .with_mode(Mode::Arrival)
-///     .with_cancel(());
-/// assert_eq!(options.lease.gap, 0.2);
+///     .with_mode(Mode::Arrival);
+/// let options = Options::<()>::from(group).with_cancel(());
+/// assert_eq!(options.group.gap, 0.2);
 /// assert!(options.cancel.is_some());
+/// // A run that replays: the identity derived from a seed.
+/// let options = options.with_token(Token::seeded(42, 0));
+/// assert_eq!(options.token, Some(Token::seeded(42, 0)));
 /// ```
 #[derive(Clone, Debug)]
 pub struct Options<C> {
-    /// Group name, interval, gap, key prefix and counting mode, validated
-    /// when the worker starts.
-    pub lease: lease_core::Options,
+    /// Group name, interval, gap, key prefix, counting mode and mapping,
+    /// validated when the worker starts.
+    pub group: lease_core::Options,
     /// Cancelling this token stands the worker down: the stream yields the
-    /// idle pair once if a lease is held, then ends.
+    /// idle value once if a lease is held, then ends.
     pub cancel: Option<C>,
+    /// The worker's identity; `None` (the default) draws a fresh one from the
+    /// operating system at the start ([`random_token`]). Give one only for
+    /// runs that must replay ([`Token::seeded`]): two live workers with one
+    /// token are one worker to the group.
+    pub token: Option<Token>,
 }
 
 impl<C> Options<C> {
     /// Options for group `name` with interval `interval`, every other option
-    /// at its default (gap 0.15, no prefix, [`Mode::Ranked`], no
-    /// cancellation token).
+    /// at its default (see [`lease_core::Options::new`]), no cancellation
+    /// token, a fresh identity.
     pub fn new(name: impl Into<String>, interval: Duration) -> Self {
         lease_core::Options::new(name, interval).into()
-    }
-
-    /// Sets the gap fraction (strictly between 0 and 0.5).
-    pub fn with_gap(mut self, gap: f64) -> Self {
-        self.lease.gap = gap;
-        self
-    }
-
-    /// Sets the key prefix, for namespacing.
-    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.lease.prefix = prefix.into();
-        self
-    }
-
-    /// Sets the counting mode.
-    pub fn with_mode(mut self, mode: Mode) -> Self {
-        self.lease.mode = mode;
-        self
     }
 
     /// Sets the cancellation token.
@@ -115,13 +115,26 @@ impl<C> Options<C> {
         self.cancel = Some(cancel);
         self
     }
+
+    /// Sets the worker's identity (for runs that replay; see
+    /// [`Options::token`]).
+    pub fn with_token(mut self, token: Token) -> Self {
+        self.token = Some(token);
+        self
+    }
+
+    /// The given identity, or a fresh one from the operating system.
+    pub fn token_or_random(&self) -> Token {
+        self.token.unwrap_or_else(random_token)
+    }
 }
 
 impl<C> From<lease_core::Options> for Options<C> {
-    fn from(lease: lease_core::Options) -> Self {
+    fn from(group: lease_core::Options) -> Self {
         Self {
-            lease,
+            group,
             cancel: None,
+            token: None,
         }
     }
 }
@@ -146,7 +159,7 @@ impl Verb {
     }
 }
 
-/// One script command to run: `verb script 2 keys[0] keys[1] args..`.
+/// One script command to run: `verb script 3 keys[0] keys[1] keys[2] args..`.
 #[derive(Clone, Copy, Debug)]
 pub struct Command<'a> {
     /// `EVALSHA` or `EVAL`.
@@ -154,16 +167,16 @@ pub struct Command<'a> {
     /// The script's SHA-1 (`EVALSHA`) or its source (`EVAL`).
     pub script: &'a str,
     /// `KEYS`.
-    pub keys: &'a [String; 2],
+    pub keys: &'a [String; 3],
     /// `ARGV`.
     pub args: &'a [String],
 }
 
 impl<'a> Command<'a> {
     /// Every argument after the verb, for clients that build commands from
-    /// strings: the script, `2`, the keys, the arguments.
+    /// strings: the script, `3`, the keys, the arguments.
     pub fn arguments(&self) -> impl Iterator<Item = &'a str> {
-        [self.script, "2"]
+        [self.script, "3"]
             .into_iter()
             .chain(self.keys.iter().map(String::as_str))
             .chain(self.args.iter().map(String::as_str))
@@ -193,7 +206,7 @@ pub trait Connection: Send + Sync {
 struct Request {
     id: RequestId,
     script: &'static Script,
-    keys: [String; 2],
+    keys: [String; 3],
     args: Vec<String>,
     sent_at: Instant,
     expires_at: Instant,
@@ -262,30 +275,34 @@ pub struct Driver {
     worker: Worker,
     name: Arc<str>,
     metrics: Metrics,
-    pairs: Sender,
+    clock: Clock,
+    stream: Sender,
 }
 
 impl Driver {
-    /// A worker for `options` with run token `token`, started at `now` and
+    /// A worker for `options` with identity `token`, on the adapter's
+    /// `clock` (its runtime's: a runtime with virtual time gives its own, and
+    /// every lease handed out answers `is_valid()` on it), started now and
     /// announced with `discover started` (`registry` names the client
-    /// library, e.g. `redis-rs`), and its pair stream. Fails if the options
-    /// are invalid.
+    /// library, e.g. `redis-rs`), and its stream. Fails if the options are
+    /// invalid.
     pub fn new(
         options: &lease_core::Options,
         token: Token,
-        now: Instant,
+        clock: Clock,
         registry: &str,
-    ) -> Result<(Self, Pairs), OptionsError> {
-        let worker = Worker::new(options, token, now)?;
+    ) -> Result<(Self, Assignments), OptionsError> {
+        let worker = Worker::new(options, token, clock.now())?.with_clock(clock.clone());
         let o = options;
         diag::discover_started(&o.name, o.interval, o.gap, &o.prefix, registry);
         let name: Arc<str> = Arc::from(o.name.as_str());
-        let (pairs, receiver) = channel(name.clone());
+        let (stream, receiver) = channel(name.clone());
         let driver = Self {
             worker,
             metrics: Metrics::new(&name),
             name,
-            pairs,
+            clock,
+            stream,
         };
         Ok((driver, receiver))
     }
@@ -296,23 +313,23 @@ impl Driver {
     }
 
     /// Runs the worker on `conn` until `cancelled` completes
-    /// (it then stands down: the stream yields the idle pair once if a lease
-    /// is held, then ends) or the stream is dropped. Dropping this future
-    /// stops the worker at once, like a crash.
+    /// (it then stands down: the stream yields the idle value once if a
+    /// lease is held, then ends) or the stream is dropped. Dropping this
+    /// future stops the worker at once, like a crash.
     ///
     /// The loop of [`Worker`]: send every transmit (each request is timed out
     /// at its `expires_at`), hand every event on, then wait for cancellation,
     /// a reply or the worker's next deadline, and feed in what happened.
-    /// The runtime comes in as two functions: `now`, its clock (a runtime
-    /// with virtual time gives its own), and `sleep_until`, a timer that
-    /// completes at the given instant.
+    /// Time is the clock given to [`Driver::new`]; `sleep_until` is the
+    /// runtime's timer on that clock, completing at the given instant.
     pub async fn run<C: Connection, S: Future>(
         mut self,
         conn: C,
-        now: impl Fn() -> Instant,
         sleep_until: impl Fn(Instant) -> S,
         cancelled: impl Future,
     ) {
+        let clock = self.clock.clone();
+        let now = || clock.now();
         let mut cancelled = pin!(cancelled);
         let mut in_flight = Vec::new();
         loop {
@@ -366,14 +383,13 @@ impl Driver {
     }
 
     /// Drains the worker's events: records each (metrics) and hands every
-    /// pair to the stream. Returns `false` when the loop must end: the worker
-    /// stopped (after cancellation), or the stream was dropped.
+    /// assignment to the stream. Returns `false` when the loop must end: the
+    /// worker stopped (after cancellation), or the stream was dropped.
     fn drain_events(&mut self) -> bool {
         while let Some(event) = self.worker.poll_event() {
             self.metrics.event(&event);
             let more = match event {
-                Event::Pair(pair) => self.pairs.send(pair),
-                Event::Released(_) => true,
+                Event::Assignment(assignment) => self.stream.send(assignment),
                 Event::Stopped => false,
             };
             if !more {
@@ -408,7 +424,7 @@ impl Driver {
 /// waits for the loop body), with the stream's waker.
 #[derive(Debug, Default)]
 struct Channel {
-    queue: VecDeque<Pair>,
+    queue: VecDeque<Assignment>,
     waker: Option<Waker>,
     /// The driver ended: the stream ends once the queue is empty.
     closed: bool,
@@ -416,15 +432,15 @@ struct Channel {
     dropped: bool,
 }
 
-fn channel(name: Arc<str>) -> (Sender, Pairs) {
+fn channel(name: Arc<str>) -> (Sender, Assignments) {
     let shared = Arc::new(Mutex::new(Channel::default()));
-    let pairs = Pairs {
+    let stream = Assignments {
         rx: Receiver(shared.clone()),
         name,
         done: false,
         _guard: (),
     };
-    (Sender(shared), pairs)
+    (Sender(shared), stream)
 }
 
 fn lock(shared: &Mutex<Channel>) -> MutexGuard<'_, Channel> {
@@ -435,14 +451,14 @@ fn lock(shared: &Mutex<Channel>) -> MutexGuard<'_, Channel> {
 struct Sender(Arc<Mutex<Channel>>);
 
 impl Sender {
-    /// Queues `pair`; `false` if the stream was dropped.
-    fn send(&self, pair: Pair) -> bool {
+    /// Queues `assignment`; `false` if the stream was dropped.
+    fn send(&self, assignment: Assignment) -> bool {
         let waker = {
             let mut c = lock(&self.0);
             if c.dropped {
                 return false;
             }
-            c.queue.push_back(pair);
+            c.queue.push_back(assignment);
             c.waker.take()
         };
         if let Some(waker) = waker {
@@ -465,26 +481,30 @@ impl Drop for Sender {
     }
 }
 
-/// The pair stream of one worker (see [`Pair`]): the receiving end of a
-/// [`Driver`]'s pairs, holding `G` (the worker's task handle, so that
-/// dropping the stream stops the worker) for as long as it lives. With the
-/// feature `stream` it is a `futures::Stream` (and `FusedStream`); each
-/// adapter's `Discover` is one.
+/// The stream of one worker: the receiving end of a [`Driver`]'s
+/// [`Assignment`]s, holding `G` (the worker's task handle, so that dropping
+/// the stream stops the worker) for as long as it lives. With the feature
+/// `stream` it is a `futures::Stream` (and `FusedStream`); each adapter's
+/// `Discover` is one.
 ///
-/// It logs `pair handed to the loop` for each pair it yields, and ends after
-/// cancellation, having yielded the idle pair if a lease was held.
+/// It starts with an idle value, then yields a value each time the lease in
+/// force changes (and an idle value when registrations are refused), never
+/// coalescing a release away: between two different leases there is always
+/// an idle value, which says why the lease ended and when. It logs `pair
+/// handed to the loop` for each value, and ends after cancellation, having
+/// yielded the idle value if a lease was held.
 #[derive(Debug)]
-pub struct Pairs<G = ()> {
+pub struct Assignments<G = ()> {
     rx: Receiver,
     name: Arc<str>,
     done: bool,
     _guard: G,
 }
 
-impl Pairs {
+impl Assignments {
     /// The stream, holding `guard` until it is dropped.
-    pub fn with_guard<G>(self, guard: G) -> Pairs<G> {
-        Pairs {
+    pub fn with_guard<G>(self, guard: G) -> Assignments<G> {
+        Assignments {
             rx: self.rx,
             name: self.name,
             done: self.done,
@@ -493,7 +513,7 @@ impl Pairs {
     }
 }
 
-impl<G> Pairs<G> {
+impl<G> Assignments<G> {
     /// The group name.
     pub fn name(&self) -> &str {
         &self.name
@@ -504,16 +524,17 @@ impl<G> Pairs<G> {
         self.done
     }
 
-    /// The next pair, as `Stream::poll_next`.
-    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Pair>> {
+    /// The next value, as `Stream::poll_next`.
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Assignment>> {
         if self.done {
             return Poll::Ready(None);
         }
         let mut c = lock(&self.rx.0);
-        if let Some(pair) = c.queue.pop_front() {
+        if let Some(assignment) = c.queue.pop_front() {
             drop(c);
-            diag::pair_handed_to_the_loop(&self.name, pair.as_ref().map(Lease::slot));
-            return Poll::Ready(Some(pair));
+            let slot = assignment.lease().map(lease_core::Lease::slot);
+            diag::pair_handed_to_the_loop(&self.name, slot);
+            return Poll::Ready(Some(assignment));
         }
         if c.closed {
             self.done = true;
@@ -528,16 +549,19 @@ impl<G> Pairs<G> {
 }
 
 #[cfg(feature = "stream")]
-impl<G: Unpin> futures_core::Stream for Pairs<G> {
-    type Item = Pair;
+impl<G: Unpin> futures_core::Stream for Assignments<G> {
+    type Item = Assignment;
 
-    fn poll_next(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Pair>> {
-        Pairs::poll_next(self.get_mut(), cx)
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Assignment>> {
+        Assignments::poll_next(self.get_mut(), cx)
     }
 }
 
 #[cfg(feature = "stream")]
-impl<G: Unpin> futures_core::FusedStream for Pairs<G> {
+impl<G: Unpin> futures_core::FusedStream for Assignments<G> {
     fn is_terminated(&self) -> bool {
         self.done
     }
@@ -608,25 +632,30 @@ mod tests {
     }
 
     /// Runs `driver` to its end in virtual time, against a flushed cache.
-    fn run_virtual(driver: Driver, t0: Instant, cancelled: impl Future) {
-        let runtime = Virtual {
-            t0,
-            micros: AtomicU64::new(0),
-        };
+    fn run_virtual(driver: Driver, runtime: &Virtual, cancelled: impl Future) {
         let conn = Flushed(Mutex::default());
-        let now = || runtime.now();
-        block_on(driver.run(conn, now, |at| runtime.sleep_until(at), cancelled));
+        block_on(driver.run(conn, |at| runtime.sleep_until(at), cancelled));
     }
 
-    fn driver(t0: Instant) -> (Driver, Pairs) {
+    fn world() -> Arc<Virtual> {
+        Arc::new(Virtual {
+            t0: Instant::now(),
+            micros: AtomicU64::new(0),
+        })
+    }
+
+    fn driver(runtime: &Arc<Virtual>) -> (Driver, Assignments) {
         let options = lease_core::Options::new("g", Duration::from_millis(300));
-        Driver::new(&options, Token::new(7), t0, "test").unwrap()
+        let rt = runtime.clone();
+        let clock = Clock::new(move || rt.now());
+        Driver::new(&options, Token::seeded(1, 7), clock, "test").unwrap()
     }
 
     #[test]
     fn noscript_falls_back_to_eval_with_the_source() {
-        let t0 = Instant::now();
-        let (mut driver, _pairs) = driver(t0);
+        let runtime = world();
+        let t0 = runtime.now();
+        let (mut driver, _stream) = driver(&runtime);
         driver.worker.handle_timeout(t0);
         let request = driver.poll_request(t0).expect("due at once");
         let conn = Flushed(Mutex::default());
@@ -634,36 +663,47 @@ mod tests {
         assert_eq!(reply, Ok(Some(vec![0, 10, 3, 1500])));
         let sent = conn.0.into_inner().unwrap();
         assert_eq!(sent.len(), 2);
-        let sha = Script::for_mode(Mode::Ranked).sha1();
-        assert!(sent[0].starts_with(&format!("EVALSHA {sha} 2 {{g}}:1 {{g}}:0 300 ")));
+        let sha = Script::for_mode(lease_core::Mode::Ranked).sha1();
+        assert!(sent[0].starts_with(&format!("EVALSHA {sha} 3 {{g}}:1 {{g}}:0 {{g}}:rules 300 ")));
         assert!(sent[1].starts_with("EVAL "), "{}", sent[1]);
     }
 
     #[test]
     fn the_loop_ends_when_the_stream_is_dropped() {
-        let t0 = Instant::now();
-        let (driver, pairs) = driver(t0);
-        drop(pairs);
-        run_virtual(driver, t0, std::future::pending::<()>());
+        let runtime = world();
+        let (driver, stream) = driver(&runtime);
+        drop(stream);
+        run_virtual(driver, &runtime, std::future::pending::<()>());
     }
 
     #[test]
-    fn cancellation_ends_the_stream_after_the_opening_idle_pair() {
-        let t0 = Instant::now();
-        let (driver, mut pairs) = driver(t0);
-        run_virtual(driver, t0, std::future::ready(()));
+    fn cancellation_ends_the_stream_after_the_opening_idle_value() {
+        let runtime = world();
+        let (driver, mut stream) = driver(&runtime);
+        run_virtual(driver, &runtime, std::future::ready(()));
         let mut cx = Context::from_waker(Waker::noop());
-        assert_eq!(pairs.poll_next(&mut cx), Poll::Ready(Some(None)));
-        assert_eq!(pairs.poll_next(&mut cx), Poll::Ready(None));
-        assert!(pairs.is_terminated());
-        assert_eq!(pairs.poll_next(&mut cx), Poll::Ready(None));
+        match stream.poll_next(&mut cx) {
+            Poll::Ready(Some(Assignment::Idle(idle))) => {
+                assert_eq!(idle.reason, lease_core::IdleReason::Started);
+                assert_eq!(idle.since, runtime.t0, "on the driver's clock");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(stream.poll_next(&mut cx), Poll::Ready(None));
+        assert!(stream.is_terminated());
+        assert_eq!(stream.poll_next(&mut cx), Poll::Ready(None));
     }
 
     #[test]
     fn the_stream_waits_for_the_driver() {
-        let (_driver, mut pairs) = driver(Instant::now());
+        let (_driver, mut stream) = driver(&world());
         let mut cx = Context::from_waker(Waker::noop());
-        assert_eq!(pairs.poll_next(&mut cx), Poll::Pending);
-        assert_eq!(pairs.name(), "g");
+        assert_eq!(stream.poll_next(&mut cx), Poll::Pending);
+        assert_eq!(stream.name(), "g");
+    }
+
+    #[test]
+    fn random_tokens_differ() {
+        assert_ne!(random_token(), random_token());
     }
 }

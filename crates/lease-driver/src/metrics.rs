@@ -13,11 +13,12 @@
 //! | [`REPLICAS`] | gauge | `n` of the lease held, -1 while idle |
 //! | [`STAND_DOWNS`] | counter | leases given back, for any reason |
 //! | [`EXPIRIES`] | counter | leases that ran out without a renewal |
+//! | [`REFUSALS`] | counter | refusals: the group's recorded rules differ from this worker's (counted once per refusal, not per registration) |
 //! | [`REGISTRATION_SECONDS`] | histogram | round trip of each answered registration |
 
 use std::time::Duration;
 
-use lease_core::Event;
+use lease_core::{Assignment, Event, IdleReason};
 
 /// Gauge: 1 while this worker holds a lease, else 0.
 pub const IS_OWNER: &str = "lease_is_owner";
@@ -29,6 +30,9 @@ pub const REPLICAS: &str = "lease_replicas";
 pub const STAND_DOWNS: &str = "lease_stand_downs_total";
 /// Counter: leases that ran out because no renewal arrived in time.
 pub const EXPIRIES: &str = "lease_expiries_total";
+/// Counter: times this worker's registrations were refused because the
+/// group's recorded rules differ from its own (once per refusal).
+pub const REFUSALS: &str = "lease_refusals_total";
 /// Histogram: round-trip time of each answered registration, in seconds.
 pub const REGISTRATION_SECONDS: &str = "lease_registration_seconds";
 
@@ -42,6 +46,7 @@ pub(crate) struct Metrics {
     replicas: metrics::Gauge,
     stand_downs: metrics::Counter,
     expiries: metrics::Counter,
+    refusals: metrics::Counter,
     latency: metrics::Histogram,
 }
 
@@ -55,6 +60,7 @@ impl Metrics {
             replicas: metrics::gauge!(REPLICAS, &label),
             stand_downs: metrics::counter!(STAND_DOWNS, &label),
             expiries: metrics::counter!(EXPIRIES, &label),
+            refusals: metrics::counter!(REFUSALS, &label),
             latency: metrics::histogram!(REGISTRATION_SECONDS, &label),
         };
         m.idle();
@@ -63,16 +69,20 @@ impl Metrics {
 
     pub(crate) fn event(&self, event: &Event) {
         match event {
-            Event::Pair(Some(lease)) => {
+            Event::Assignment(Assignment::Held(lease)) => {
                 self.is_owner.set(1.0);
                 self.index.set(f64::from(lease.i()));
                 self.replicas.set(f64::from(lease.n()));
             }
-            Event::Pair(None) => self.idle(),
-            Event::Released(r) => {
-                self.stand_downs.increment(1);
-                if r.reason == lease_core::ReleaseReason::Expired {
-                    self.expiries.increment(1);
+            Event::Assignment(Assignment::Idle(idle)) => {
+                self.idle();
+                if idle.ended.is_some() {
+                    self.stand_downs.increment(1);
+                }
+                match idle.reason {
+                    IdleReason::Expired => self.expiries.increment(1),
+                    IdleReason::Refused(_) => self.refusals.increment(1),
+                    _ => {}
                 }
             }
             Event::Stopped => {}

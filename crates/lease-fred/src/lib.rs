@@ -110,26 +110,33 @@ use std::time::Instant;
 
 use fred::interfaces::LuaInterface;
 use fred::types::Value;
-use lease_core::Token;
-use lease_driver::{Command, Connection, Driver, Pairs, Verb};
-use tokio_util::sync::CancellationToken;
+use lease_core::Clock;
+use lease_driver::{Assignments, Command, Connection, Driver, Verb};
 use tokio_util::task::AbortOnDropHandle;
 
-pub use lease_core::{Lease, Mode, OptionsError, Slot};
-pub use lease_driver::Pair;
+/// fred, re-exported so that one dependency line is enough.
+pub use fred;
+pub use futures_util::StreamExt;
+pub use lease_core::ownership::Mapping;
+pub use lease_core::{
+    Assignment, GroupRules, Idle, IdleReason, Lease, Mode, OptionsError, Refusal, Slot, Token,
+};
+/// The group's options (name, interval, gap, prefix, mode, mapping), with
+/// their builder methods; [`Options`] adds the cancellation token.
+pub use lease_core::Options as GroupOptions;
+pub use tokio_util::sync::CancellationToken;
 
-/// Options of one worker: the group ([`lease_core::Options`]) and an optional
-/// [`CancellationToken`].
+/// Options of one worker: the group's options ([`GroupOptions`]), an
+/// optional [`CancellationToken`], and, for runs that replay, a given
+/// identity.
 ///
 /// ```
 /// use std::time::Duration;
-/// use lease_fred::{Mode, Options};
-/// use tokio_util::sync::CancellationToken;
+/// use lease_fred::{CancellationToken, GroupOptions, Mode, Options};
 ///
 /// let stop = CancellationToken::new();
-/// let options = Options::new("mail-sender", Duration::from_secs(5))
-///     .with_mode(Mode::Ranked)
-///     .with_cancel(stop.clone());
+/// let group = GroupOptions::new("mail-sender", Duration::from_secs(5)).with_mode(Mode::Ranked);
+/// let options = Options::from(group).with_cancel(stop.clone());
 /// assert!(options.cancel.is_some());
 /// ```
 pub type Options = lease_driver::Options<CancellationToken>;
@@ -149,20 +156,22 @@ pub fn discover<C>(client: C, options: Options) -> Result<Discover, OptionsError
 where
     C: LuaInterface + Send + Sync + 'static,
 {
-    let token = Token::new(rand::random());
-    let (driver, pairs) = Driver::new(&options.lease, token, Instant::now(), "fred")?;
+    let token = options.token_or_random();
+    let clock = Clock::new(|| tokio::time::Instant::now().into_std());
+    let (driver, stream) = Driver::new(&options.group, token, clock, "fred")?;
     let cancelled = options.cancel.unwrap_or_default().cancelled_owned();
     let sleep_until = |at: Instant| tokio::time::sleep_until(at.into());
-    let run = driver.run(Fred(client), Instant::now, sleep_until, cancelled);
-    Ok(pairs.with_guard(AbortOnDropHandle::new(tokio::spawn(run))))
+    let run = driver.run(Fred(client), sleep_until, cancelled);
+    Ok(stream.with_guard(AbortOnDropHandle::new(tokio::spawn(run))))
 }
 
-/// The pair stream of one worker (see [`Pair`]), returned by [`discover`]: a
-/// `futures::Stream` (and `FusedStream`) with [`Pairs::name`].
+/// The stream of one worker (see [`Assignment`]), returned by [`discover`]:
+/// a `futures::Stream` (and `FusedStream`) with [`Assignments::name`].
 ///
-/// It ends after cancellation (having yielded the idle pair if a lease was
-/// held). Dropping it stops the worker at once.
-pub type Discover = Pairs<AbortOnDropHandle<()>>;
+/// It ends after cancellation (having yielded the idle value if a lease was
+/// held). Dropping it stops the worker at once. Time is tokio's clock, so
+/// paused time drives the worker, and every lease answers `is_valid()` on it.
+pub type Discover = Assignments<AbortOnDropHandle<()>>;
 
 /// A fred client as the driver uses it: `EVALSHA`/`EVAL` through fred's
 /// script interface, the reply taken as a [`Value`].

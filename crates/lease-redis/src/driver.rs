@@ -3,39 +3,42 @@
 
 use std::time::Instant;
 
-use lease_core::{OptionsError, Token};
-use lease_driver::{Driver, Pairs};
+use lease_core::{Clock, OptionsError};
+use lease_driver::{Assignments, Driver};
 use redis::aio::ConnectionLike;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::RedisRs;
 
-/// Options of one worker: the group ([`lease_core::Options`]) and an optional
-/// [`CancellationToken`].
+/// Options of one worker: the group's options ([`GroupOptions`](crate::GroupOptions)),
+/// an optional [`CancellationToken`], and, for runs that replay, a given
+/// identity.
 ///
 /// ```
 /// use std::time::Duration;
-/// use lease_redis::{Mode, Options};
-/// use tokio_util::sync::CancellationToken;
+/// use lease_redis::{CancellationToken, GroupOptions, Mode, Options};
 ///
 /// let stop = CancellationToken::new();
-/// let options = Options::new("mail-sender", Duration::from_secs(5))
+/// let group = GroupOptions::new("mail-sender", Duration::from_secs(5))
 ///     .with_gap(0.2)
 ///     .with_prefix("prod:")
-///     .with_mode(Mode::Arrival)
-///     .with_cancel(stop.clone());
-/// assert_eq!(options.lease.gap, 0.2);
+///     .with_mode(Mode::Arrival);
+/// let options = Options::from(group).with_cancel(stop.clone());
+/// assert_eq!(options.group.gap, 0.2);
 /// ```
 pub type Options = lease_driver::Options<CancellationToken>;
 
 /// Starts a worker of the group named in `options` on `connection` and
-/// returns its pair stream.
+/// returns its stream of [`Assignment`](crate::Assignment)s.
 ///
 /// The worker runs in a tokio task of its own, so it keeps registering (and
 /// renewing its lease) while the loop body is busy; dropping the returned
 /// [`Discover`] aborts it. Invalid options are rejected here, with the first
-/// problem found.
+/// problem found. Time is tokio's clock (`tokio::time::Instant`), so paused
+/// time (`tokio::time::pause`, `#[tokio::test(start_paused = true)]`) and
+/// simulators that drive it drive the worker, and every lease answers
+/// `is_valid()` on it.
 ///
 /// # Panics
 ///
@@ -44,17 +47,19 @@ pub fn discover<C>(connection: C, options: Options) -> Result<Discover, OptionsE
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    let token = Token::new(rand::random());
-    let (driver, pairs) = Driver::new(&options.lease, token, Instant::now(), "redis-rs")?;
+    let token = options.token_or_random();
+    let clock = Clock::new(|| tokio::time::Instant::now().into_std());
+    let (driver, stream) = Driver::new(&options.group, token, clock, "redis-rs")?;
     let cancelled = options.cancel.unwrap_or_default().cancelled_owned();
     let sleep_until = |at: Instant| tokio::time::sleep_until(at.into());
-    let run = driver.run(RedisRs(connection), Instant::now, sleep_until, cancelled);
-    Ok(pairs.with_guard(AbortOnDropHandle::new(tokio::spawn(run))))
+    let run = driver.run(RedisRs(connection), sleep_until, cancelled);
+    Ok(stream.with_guard(AbortOnDropHandle::new(tokio::spawn(run))))
 }
 
-/// The pair stream of one worker (see [`Pair`](crate::Pair)), returned by [`discover`]: a
-/// `futures::Stream` (and `FusedStream`) with [`Pairs::name`].
+/// The stream of one worker (see [`Assignment`](crate::Assignment)),
+/// returned by [`discover`]: a `futures::Stream` (and `FusedStream`) with
+/// [`Assignments::name`].
 ///
-/// It ends after cancellation (having yielded the idle pair if a lease was
+/// It ends after cancellation (having yielded the idle value if a lease was
 /// held). Dropping it stops the worker at once.
-pub type Discover = Pairs<AbortOnDropHandle<()>>;
+pub type Discover = Assignments<AbortOnDropHandle<()>>;

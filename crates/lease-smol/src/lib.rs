@@ -93,29 +93,35 @@ mod cancel;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::time::Instant;
 
 use futures::future::{AbortHandle, Abortable};
-use lease_core::Token;
-use lease_driver::{Driver, Pairs};
+use lease_core::Clock;
+use lease_driver::{Assignments, Driver};
 use lease_redis::RedisRs;
 use redis::aio::ConnectionLike;
 
 pub use cancel::CancelToken;
-pub use lease_core::{Lease, Mode, OptionsError, Slot};
-pub use lease_driver::Pair;
+pub use futures::StreamExt;
+pub use lease_core::ownership::Mapping;
+pub use lease_core::{
+    Assignment, GroupRules, Idle, IdleReason, Lease, Mode, OptionsError, Refusal, Slot, Token,
+};
+/// The group's options (name, interval, gap, prefix, mode, mapping), with
+/// their builder methods; [`Options`] adds the cancellation token.
+pub use lease_core::Options as GroupOptions;
+/// redis-rs, re-exported so that one dependency line is enough.
+pub use redis;
 
-/// Options of one worker: the group ([`lease_core::Options`]) and an optional
-/// [`CancelToken`].
+/// Options of one worker: the group's options ([`GroupOptions`]), an
+/// optional [`CancelToken`], and, for runs that replay, a given identity.
 ///
 /// ```
 /// use std::time::Duration;
-/// use lease_smol::{CancelToken, Mode, Options};
+/// use lease_smol::{CancelToken, GroupOptions, Mode, Options};
 ///
 /// let stop = CancelToken::new();
-/// let options = Options::new("mail-sender", Duration::from_secs(5))
-///     .with_mode(Mode::Ranked)
-///     .with_cancel(stop.clone());
+/// let group = GroupOptions::new("mail-sender", Duration::from_secs(5)).with_mode(Mode::Ranked);
+/// let options = Options::from(group).with_cancel(stop.clone());
 /// assert!(options.cancel.is_some());
 /// ```
 pub type Options = lease_driver::Options<CancelToken>;
@@ -147,30 +153,25 @@ pub fn discover_with<C>(
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    let token = Token::new(rand::random());
-    let (driver, pairs) = Driver::new(&options.lease, token, Instant::now(), "redis-rs/smol")?;
+    let token = options.token_or_random();
+    let (driver, stream) = Driver::new(&options.group, token, Clock::system(), "redis-rs/smol")?;
     let cancel = options.cancel.unwrap_or_default();
     let cancelled = async move { cancel.cancelled().await };
-    let run = driver.run(
-        RedisRs(connection),
-        Instant::now,
-        smol::Timer::at,
-        cancelled,
-    );
+    let run = driver.run(RedisRs(connection), smol::Timer::at, cancelled);
     let (abort, registration) = AbortHandle::new_pair();
     let run = Abortable::new(run, registration);
     spawn(Box::pin(async move {
         let _aborted = run.await;
     }));
-    Ok(pairs.with_guard(AbortOnDrop(abort)))
+    Ok(stream.with_guard(AbortOnDrop(abort)))
 }
 
-/// The pair stream of one worker (see [`Pair`]), returned by [`discover`]: a
-/// `futures::Stream` (and `FusedStream`) with [`Pairs::name`].
+/// The stream of one worker (see [`Assignment`]), returned by [`discover`]:
+/// a `futures::Stream` (and `FusedStream`) with [`Assignments::name`].
 ///
-/// It ends after cancellation (having yielded the idle pair if a lease was
+/// It ends after cancellation (having yielded the idle value if a lease was
 /// held). Dropping it stops the worker at once.
-pub type Discover = Pairs<AbortOnDrop>;
+pub type Discover = Assignments<AbortOnDrop>;
 
 /// Ends the worker's run when the stream is dropped.
 #[derive(Debug)]

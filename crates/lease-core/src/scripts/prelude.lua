@@ -1,0 +1,29 @@
+-- lease: the part both registration scripts share (rules 2 and 12).
+-- KEYS[1] = P{N}:k, KEYS[2] = P{N}:k-1 for the interval k the caller expects,
+-- KEYS[3] = P{N}:rules, the group's rules record.
+-- ARGV[1] = interval in ms, ARGV[2] = key TTL in ms, ARGV[3] = expected k,
+-- ARGV[4] = the caller's rules record, 'version:interval_ms:mode:mapping'.
+-- Replies, integers only:
+--   {2, k, sec, usec, version, interval_ms, mode, mapping} when the recorded
+--     rules differ from the caller's (nothing is written; fields of a record
+--     that cannot be read are -1; mode: 0 arrival, 1 ranked; mapping:
+--     0 modulo, 1 consistent);
+--   {0, k, sec, usec} when the server's interval is not the expected one
+--     (nothing is written; the caller re-aims with the server time);
+--   otherwise the counting part's reply, below.
+local t = redis.call('TIME')
+local sec = tonumber(t[1])
+local usec = tonumber(t[2])
+local k = math.floor((sec * 1000 + math.floor(usec / 1000)) / tonumber(ARGV[1]))
+local rules = redis.call('GET', KEYS[3])
+if rules and rules ~= ARGV[4] then
+  local v, l, m, p = string.match(rules, '^(%d+):(%d+):(%a+):(%a+)$')
+  local code = {arrival = 0, ranked = 1, modulo = 0, consistent = 1}
+  return {2, k, sec, usec, tonumber(v) or -1, tonumber(l) or -1, code[m] or -1, code[p] or -1}
+end
+if k ~= tonumber(ARGV[3]) then
+  return {0, k, sec, usec}
+end
+-- Recorded by the first registration, refreshed by every matching one: the
+-- record outlives the last lease granted under it (3L against 2L).
+redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[2])
