@@ -145,7 +145,7 @@ enum Op {
 /// One transmit as the driver saw it.
 struct Sent {
     id: RequestId,
-    keys: [String; 2],
+    keys: [String; 3],
     args: Vec<String>,
     sent_us: u64,
 }
@@ -186,7 +186,7 @@ impl Harness {
                 );
                 self.sent.push(Sent {
                     id: t.id,
-                    keys: [t.keys[0].to_owned(), t.keys[1].to_owned()],
+                    keys: t.keys.map(str::to_owned),
                     args: t.args.to_vec(),
                     sent_us: self.now_us,
                 });
@@ -274,7 +274,7 @@ impl Harness {
                     e => e,
                 };
                 let server = self.exec_time(s, &exec);
-                let keys = [s.keys[0].as_str(), s.keys[1].as_str()];
+                let keys = [s.keys[0].as_str(), s.keys[1].as_str(), s.keys[2].as_str()];
                 match self.store.execute(self.mode, server, keys, &s.args) {
                     Ok(v) => v,
                     Err(e) => {
@@ -399,7 +399,7 @@ fuzz_target!(|input: Input| {
         .with_gap(gap)
         .with_mode(mode);
     let t0 = Instant::now();
-    let w = Worker::new(&options, Token::new(input.token), t0).expect("valid options");
+    let w = Worker::new(&options, Token::from_bits_same_worker_if_reused(input.token), t0).expect("valid options");
     let mut h = Harness {
         w,
         app: PairStream::new(),

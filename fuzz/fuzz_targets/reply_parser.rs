@@ -10,7 +10,8 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use lease_core::{Counted, MAX_SERVER_SECONDS, Mode, Reply};
+use lease_core::ownership::Mapping;
+use lease_core::{Counted, GroupRules, MAX_SERVER_SECONDS, Mode, Reply};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -59,6 +60,7 @@ fn reference(mode: Mode, interval_ms: u64, v: &[i64]) -> Option<Reply> {
     let len = match status {
         0 => 4,
         1 => 6,
+        2 => 8,
         _ => return None,
     };
     if v.len() != len {
@@ -83,6 +85,32 @@ fn reference(mode: Mode, interval_ms: u64, v: &[i64]) -> Option<Reply> {
         return Some(Reply::WrongInterval {
             interval,
             server_time,
+        });
+    }
+    if status == 2 {
+        // The recorded rules: all four fields valid, or unreadable.
+        let mode = match v[6] {
+            0 => Some(Mode::Arrival),
+            1 => Some(Mode::Ranked),
+            _ => None,
+        };
+        let mapping = match v[7] {
+            0 => Some(Mapping::Modulo),
+            1 => Some(Mapping::Consistent),
+            _ => None,
+        };
+        let recorded = match (v[4], v[5], mode, mapping) {
+            (1, l, Some(mode), Some(mapping)) if l > 0 => Some(GroupRules {
+                interval_ms: l as u64,
+                mode,
+                mapping,
+            }),
+            _ => None,
+        };
+        return Some(Reply::Refused {
+            interval,
+            server_time,
+            recorded,
         });
     }
     let u32_of = |x: i64| u32::try_from(x).ok();
@@ -149,6 +177,7 @@ fn check(mode: Mode, interval_ms: u64, values: &[i64]) {
         );
         match reply {
             Reply::WrongInterval { .. } => assert_eq!(values.len(), 4),
+            Reply::Refused { .. } => assert_eq!(values.len(), 8),
             Reply::Counted(c) => {
                 assert_eq!(values.len(), 6);
                 match mode {

@@ -101,7 +101,7 @@ enum Op {
 
 enum Payload {
     Request {
-        keys: [String; 2],
+        keys: [String; 3],
         args: Vec<String>,
         echo: bool,
     },
@@ -204,7 +204,7 @@ impl World {
         // version derived them by XOR, which the fuzzer made collide.
         let token = (self.tokens[slot] & !0xffff_ffff) | u128::from(self.incarnations);
         let now = self.instant(local_of(offset_us, drift_ppm, self.now));
-        let worker = Worker::new(&self.options, Token::new(token), now).expect("valid options");
+        let worker = Worker::new(&self.options, Token::from_bits_same_worker_if_reused(token), now).expect("valid options");
         self.procs[slot] = Some(Proc {
             worker,
             app: PairStream::new(),
@@ -232,7 +232,7 @@ impl World {
                 assert!(!stopped, "transmit after Stopped");
                 sends.push((
                     t.id,
-                    [t.keys[0].to_owned(), t.keys[1].to_owned()],
+                    t.keys.map(str::to_owned),
                     t.args.to_vec(),
                 ));
             }
@@ -365,7 +365,7 @@ impl World {
                 let m = self.net.remove(i).unwrap();
                 match m.payload {
                     Payload::Request { keys, args, echo } => {
-                        let keys_ref = [keys[0].as_str(), keys[1].as_str()];
+                        let keys_ref = [keys[0].as_str(), keys[1].as_str(), keys[2].as_str()];
                         let r = self
                             .store
                             .execute(self.mode, self.server_now(), keys_ref, &args)

@@ -8,18 +8,16 @@
 
 use std::time::{Duration, Instant};
 
-use lease_core::{Event, Lease, Worker};
+use lease_core::{Assignment, Event, IdleReason, Lease, Worker};
 
 /// What the application has been told by one worker, checked as it arrives.
 #[derive(Debug, Default)]
 pub struct PairStream {
     /// Events seen so far (the first must be the idle pair).
     events: u64,
-    /// The lease last handed out with `Pair(Some)` and the instant of the
-    /// input that granted it, until its `Pair(None)`.
+    /// The lease last handed out and the instant of the input that granted
+    /// it, until the idle value that ends it.
     held: Option<(Lease, Instant)>,
-    /// A `Released` was seen; the next event must be `Pair(None)`.
-    released: bool,
     stopped: bool,
 }
 
@@ -46,33 +44,36 @@ impl PairStream {
         let first = self.events == 0;
         self.events += 1;
         if first {
-            assert_eq!(
-                e,
-                Event::Pair(None),
-                "the first event must be the idle pair"
+            assert!(
+                matches!(&e, Event::Assignment(Assignment::Idle(i))
+                    if i.reason == IdleReason::Started && i.ended.is_none()),
+                "the first event must be the opening idle value, got {e:?}"
             );
             return None;
         }
-        if !matches!(e, Event::Pair(None)) {
-            assert!(
-                !self.released,
-                "Released not followed by Pair(None), got {e:?}"
-            );
-        }
         match e {
-            Event::Pair(None) => {
-                assert!(
-                    self.released,
-                    "Pair(None) without a Released before it (idle pair twice)"
-                );
-                self.released = false;
-                self.held = None;
+            Event::Assignment(Assignment::Idle(idle)) => {
+                match (&idle.ended, self.held.take()) {
+                    (Some(ended), Some((lease, granted))) => {
+                        assert_eq!(ended.slot(), lease.slot(), "the idle value names another slot");
+                        assert_eq!(ended.token(), lease.token(), "the idle value names another token");
+                        assert!(idle.since <= now, "idle.since is later than the input that produced it");
+                        assert!(idle.since >= granted, "idle.since is before the lease's grant");
+                        assert_eq!(lease.deadline(), idle.since, "the handed-out lease does not end at idle.since");
+                        assert!(!lease.is_valid_at(now), "a released lease is still valid");
+                    }
+                    (None, None) => assert!(
+                        matches!(idle.reason, IdleReason::Refused(_)),
+                        "an idle value without a lease that ended must be a refusal: {idle:?}"
+                    ),
+                    (ended, held) => panic!("idle value {ended:?} while holding {held:?}"),
+                }
                 None
             }
-            Event::Pair(Some(lease)) => {
+            Event::Assignment(Assignment::Held(lease)) => {
                 assert!(
                     self.held.is_none(),
-                    "two leases without an idle pair between: {:?} then {lease:?}",
+                    "two leases without an idle value between: {:?} then {lease:?}",
                     self.held
                 );
                 assert!(lease.i() < lease.n());
@@ -83,26 +84,7 @@ impl PairStream {
                 self.held = Some((lease.clone(), now));
                 Some(lease)
             }
-            Event::Released(r) => {
-                let (lease, granted) = self.held.as_ref().expect("Released without a held lease");
-                assert_eq!(r.slot, lease.slot(), "Released names another slot");
-                assert_eq!(r.token, lease.token(), "Released names another token");
-                assert!(
-                    r.at <= now,
-                    "Released.at is later than the input that produced it"
-                );
-                assert!(r.at >= *granted, "Released.at is before the lease's grant");
-                assert_eq!(
-                    lease.deadline(),
-                    r.at,
-                    "the handed-out lease does not end at Released.at"
-                );
-                assert!(!lease.is_valid_at(now), "a released lease is still valid");
-                self.released = true;
-                None
-            }
             Event::Stopped => {
-                assert!(!self.released, "Stopped between Released and Pair(None)");
                 assert!(self.held.is_none(), "Stopped while a lease is held");
                 self.stopped = true;
                 None

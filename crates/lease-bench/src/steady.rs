@@ -54,7 +54,7 @@ impl Steady {
         let t0 = Instant::now();
         let options = Options::new("g", interval).with_mode(mode);
         let worker =
-            Worker::new(&options, Token::new(0x5eed << 96 | 0xbe9c4), t0).expect("valid options");
+            Worker::new(&options, Token::seeded(0x5eed, 0), t0).expect("valid options");
         let interval_us = interval.as_micros() as i64;
         let mut s = Self {
             worker,

@@ -106,11 +106,11 @@ pub(crate) async fn starting<T>(ctx: &mut WorkerCtx, start: impl Future<Output =
 /// order. `sleep` is the adapter runtime's timer.
 pub(crate) async fn drive<S, F, Fut>(pairs: S, sleep: F, mut ctx: WorkerCtx)
 where
-    S: Stream<Item = Option<Lease>> + Unpin,
+    S: Stream<Item = lease_core::Assignment> + Unpin,
     F: Fn(Duration) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let mut pairs = pairs.fuse();
+    let mut pairs = pairs.map(lease_core::Assignment::into_lease).fuse();
     let mut held: Option<Lease> = None;
     let mut pending_stall: Option<Duration> = None;
     let mut tick = Box::pin(sleep(ctx.tick).fuse());

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use futures::StreamExt;
 use lease_core::{DEFAULT_GAP, Mode, Options};
-use lease_redis::{Lease, discover};
+use lease_redis::{Assignment, IdleReason, Lease, discover};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::process::{Child, Command};
@@ -129,7 +129,11 @@ async fn supervise(
                     stop(running, drain).await;
                 }
                 restart_at = None;
-                held = pair;
+                let reason = match &pair {
+                    Assignment::Idle(idle) => Some(idle.reason),
+                    Assignment::Held(_) => None,
+                };
+                held = pair.into_lease();
                 match &held {
                     Some(lease) => match start(&args.command, lease, &name) {
                         Ok(c) => child = Some(c),
@@ -141,7 +145,15 @@ async fn supervise(
                             cancel.cancel();
                         }
                     },
-                    None => say("idle: holding no pair, nothing runs"),
+                    None => match reason {
+                        Some(IdleReason::Refused(refusal)) => say(&format!(
+                            "refused: {refusal}; staying idle until the group's rules agree"
+                        )),
+                        Some(reason) if reason != IdleReason::Started => {
+                            say(&format!("idle ({reason}): holding no pair, nothing runs"))
+                        }
+                        _ => say("idle: holding no pair, nothing runs"),
+                    },
                 }
             }
             status = wait(&mut child) => {

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use futures::future::select;
 use futures::stream::LocalBoxStream;
 use lease_core::diag;
-use lease_core::{Lease, Mode, Options, OptionsError};
+use lease_core::{Assignment, IdleReason, Lease, Mode, Options, OptionsError};
 use lease_testkit::{RedisCluster, RedisServer, TestRedis, test_interval, unique_name};
 
 use self::history::Hold;
@@ -59,13 +59,13 @@ pub trait Adapter: 'static {
     /// Cancels `token`.
     fn cancel(token: &Self::Cancel);
 
-    /// Starts a worker; cancelling `cancel` must stand it down (idle pair
+    /// Starts a worker; cancelling `cancel` must stand it down (idle value
     /// once if held, then the end of the stream).
     fn discover(
         conn: &Self::Conn,
         options: Options,
         cancel: Self::Cancel,
-    ) -> Result<LocalBoxStream<'static, Option<Lease>>, OptionsError>;
+    ) -> Result<LocalBoxStream<'static, Assignment>, OptionsError>;
 
     /// Sleeps on the adapter's runtime.
     fn sleep(duration: Duration) -> impl Future<Output = ()>;
@@ -91,6 +91,7 @@ macro_rules! conformance_suite {
             groups_and_prefixes_are_isolated,
             bad_options_are_rejected,
             every_diagnostic_is_emitted,
+            workers_with_other_rules_are_refused_until_the_group_leaves,
         );
     };
     (@tests $adapter:ty, $run:path, $($scenario:ident),+ $(,)?) => {
@@ -117,7 +118,7 @@ pub fn intervals(k: f64) -> Duration {
 struct Member<C> {
     team: usize,
     name: String,
-    stream: Option<LocalBoxStream<'static, Option<Lease>>>,
+    stream: Option<LocalBoxStream<'static, Assignment>>,
     cancel: C,
     /// The last pair handed to the loop (`None` before the first).
     current: Option<Option<Lease>>,
@@ -132,8 +133,10 @@ struct Member<C> {
 pub struct Record {
     /// The worker.
     pub worker: usize,
-    /// What it was handed.
+    /// What it was handed: the lease, or `None` for an idle value.
     pub pair: Option<Lease>,
+    /// Why it was idle, for an idle value.
+    pub reason: Option<IdleReason>,
     /// When.
     pub at: Instant,
 }
@@ -274,11 +277,17 @@ impl<A: Adapter> Group<A> {
                 continue;
             };
             match stream.as_mut().poll_next(cx) {
-                Poll::Ready(Some(pair)) => {
+                Poll::Ready(Some(assignment)) => {
+                    let reason = match &assignment {
+                        Assignment::Idle(idle) => Some(idle.reason),
+                        Assignment::Held(_) => None,
+                    };
+                    let pair = assignment.into_lease();
                     member.current = Some(pair.clone());
                     self.history.push(Record {
                         worker: w,
                         pair,
+                        reason,
                         at: Instant::now(),
                     });
                     self.next_poll = w + 1;
@@ -370,7 +379,10 @@ impl<A: Adapter> Group<A> {
                     l.token(),
                     l.deadline().saturating_duration_since(r.at)
                 ),
-                None => "idle".to_owned(),
+                None => match r.reason {
+                    Some(reason) => format!("idle ({reason})"),
+                    None => "idle".to_owned(),
+                },
             };
             out += &format!(
                 "  {at:>10.3?} team {} worker {}: {pair}\n",
@@ -399,21 +411,20 @@ impl<A: Adapter> Group<A> {
             self.render()
         );
         for (w, m) in self.members.iter().enumerate() {
-            let pairs: Vec<&Option<Lease>> = self
-                .history
-                .iter()
-                .filter(|r| r.worker == w)
-                .map(|r| &r.pair)
-                .collect();
-            if let Some(first) = pairs.first() {
+            let records: Vec<&Record> = self.history.iter().filter(|r| r.worker == w).collect();
+            if let Some(first) = records.first() {
                 assert!(
-                    first.is_none(),
-                    "worker {w} did not start with the idle pair"
+                    first.pair.is_none() && first.reason == Some(IdleReason::Started),
+                    "worker {w} did not start with the idle value"
                 );
             }
-            for two in pairs.windows(2) {
-                let changed = match (two[0], two[1]) {
-                    (None, None) => false,
+            for two in records.windows(2) {
+                let changed = match (&two[0].pair, &two[1].pair) {
+                    // An idle value follows another only to say "refused".
+                    (None, None) => {
+                        matches!(two[1].reason, Some(IdleReason::Refused(_)))
+                            && two[0].reason != two[1].reason
+                    }
                     (Some(a), Some(b)) => a.token() != b.token() || a.slot() != b.slot(),
                     _ => true,
                 };
@@ -549,6 +560,8 @@ pub async fn leave_by_cancellation<A: Adapter>() {
         [false],
         "after cancellation: idle once, then the end"
     );
+    let reasons: Vec<_> = group.records_of(1, since).iter().map(|r| r.reason).collect();
+    assert_eq!(reasons, [Some(IdleReason::Cancelled)], "the stand-down says why");
     group
         .wait("two settled", intervals(10.0), |g| g.settled(0))
         .await;
@@ -619,6 +632,14 @@ pub async fn redis_paused_longer_than_the_gap<A: Adapter>() {
         capture::count(&name, diag::LEASE_EXPIRED) > 0,
         "no lease expired"
     );
+    for w in 0..2 {
+        let last = group.records_of(w, Instant::now() - intervals(4.0));
+        assert!(
+            last.iter().any(|r| r.reason == Some(IdleReason::Expired)),
+            "worker {w}'s stand-down says the lease expired:\n{}",
+            group.render()
+        );
+    }
     group
         .wait("settled after the pause", intervals(14.0), |g| g.settled(0))
         .await;
@@ -739,7 +760,7 @@ const TABLE: [(&str, tracing::Level, &[&str]); 13] = {
             &["interval", "index", "replicas", "skew"],
         ),
         (diag::LEASE_GRANTED, L::TRACE, &["i", "n"]),
-        (diag::LEASE_RELEASED, L::TRACE, &["i", "n"]),
+        (diag::LEASE_RELEASED, L::TRACE, &["i", "n", "reason"]),
         (diag::PAIR_AGREED, L::TRACE, &["i", "n"]),
         (diag::NO_PAIR_IMPLIED, L::TRACE, &["pi", "pn"]),
         (
@@ -857,4 +878,70 @@ pub async fn every_diagnostic_is_emitted<A: Adapter>() {
             );
         }
     }
+}
+
+/// Scenario (rule 12): a group at `L` is settled; a worker at `2L` and one
+/// in the other counting mode join the same group name. Both are refused
+/// (their idle value names the recorded rules) and write nothing, so no
+/// instant has two holders of one slot; once the first group has left and
+/// its rules record has expired, one of the newcomers' rules is recorded and
+/// that newcomer takes over, while the other stays refused.
+pub async fn workers_with_other_rules_are_refused_until_the_group_leaves<A: Adapter>() {
+    let conn = shared::<A>().await;
+    let mut group = Group::<A>::default();
+    let name = unique_name("rules");
+    let first = options(&name, Mode::Ranked);
+    group.add_many(&conn, 0, &first, 2);
+    group
+        .wait("settled at L", intervals(10.0), |g| g.settled(0))
+        .await;
+    // One team for everybody: the history check then covers every pair of
+    // holders, whatever their rules.
+    let longer = group.add(&conn, 0, Options::new(&name, l() * 2));
+    let other_mode = group.add(&conn, 0, options(&name, Mode::Arrival));
+    let refused = |g: &Group<A>, w: usize| {
+        g.history.iter().any(|r| {
+            r.worker == w
+                && matches!(r.reason, Some(IdleReason::Refused(f))
+                    if f.recorded.is_some_and(|rec| rec.interval_ms == l().as_millis() as u64
+                        && rec.mode == Mode::Ranked))
+        })
+    };
+    group
+        .wait("both newcomers refused", intervals(8.0), |g| {
+            refused(g, longer) && refused(g, other_mode)
+        })
+        .await;
+    group.run_for(intervals(4.0)).await;
+    assert!(
+        group.held(longer).is_none() && group.held(other_mode).is_none(),
+        "a refused worker holds nothing:\n{}",
+        group.render()
+    );
+    let differ: Vec<capture::Captured> = capture::events(&name)
+        .into_iter()
+        .filter(|e| e.message == diag::GROUP_RULES_DIFFER)
+        .collect();
+    assert!(differ.len() >= 2, "one warning per refused worker");
+    for e in &differ {
+        assert_eq!(e.level, tracing::Level::WARN);
+        let fields: Vec<&str> = e.fields.keys().map(String::as_str).collect();
+        assert_eq!(fields, ["name", "ours", "recorded"]);
+        assert!(e.fields["recorded"].contains(&format!("interval {} ms", l().as_millis())));
+    }
+    for w in [0, 1] {
+        group.cancel(w);
+    }
+    group
+        .wait("a newcomer takes over", intervals(20.0), |g| {
+            g.held(longer).is_some() || g.held(other_mode).is_some()
+        })
+        .await;
+    group.run_for(intervals(4.0)).await;
+    assert!(
+        group.held(longer).is_none() || group.held(other_mode).is_none(),
+        "only one set of rules is recorded at a time:\n{}",
+        group.render()
+    );
+    group.check();
 }

@@ -379,14 +379,14 @@ fn a_refused_registration_holds_nothing_says_why_and_keeps_trying() {
     let probe = h.send(Some(ms(0)));
     h.deliver(&probe, ms(1), ms(2), 0, 0);
     // The group runs a 2 s interval in Arrival mode (codes: 0 arrival, 0 modulo).
-    let refused = |h: &Harness, s: &Sent, exec: Duration| {
+    let refused = |h: &Harness, exec: Duration| {
         let server = h.server_us(exec);
         let k = (server / 1000) / L_MS as i64;
         vec![2, k, server / 1_000_000, server % 1_000_000, 1, 2000, 0, 0]
     };
     for round in 0..3 {
         let s = h.send(None);
-        let r = refused(&h, &s, s.at + ms(1));
+        let r = refused(&h, s.at + ms(1));
         h.last = s.at + ms(2);
         h.w.handle_reply(h.at(s.at + ms(2)), s.id, &r).unwrap();
         let events = h.events();

@@ -85,9 +85,9 @@ pub(crate) fn run(cfg: &RealRun, view: &mut View) -> Result<(Vec<Record>, u64), 
         (None, None) => unreachable!("a server was started above"),
     };
     let client = connect(&url)?;
-    let options = Options::new(cfg.name.clone(), cfg.interval).with_mode(cfg.mode);
+    let options = Options::from(lease_core::Options::new(cfg.name.clone(), cfg.interval).with_mode(cfg.mode));
     // Invalid options fail here, before any thread starts.
-    lease_core::Worker::new(&options.lease, lease_core::Token::new(0), Instant::now())
+    lease_core::Worker::new(&options.group, lease_core::Token::seeded(0, 0), Instant::now())
         .map_err(|e| DemoError::Usage(e.to_string()))?;
 
     let l = cfg.interval;
@@ -335,7 +335,7 @@ fn spawn(w: usize, client: redis::Client, options: Options, tx: mpsc::Sender<Msg
                         },
                         pair = pairs.next() => match pair {
                             Some(pair) => {
-                                if tx.send(Msg::Pair(w, pair, Instant::now())).is_err() {
+                                if tx.send(Msg::Pair(w, pair.into_lease(), Instant::now())).is_err() {
                                     return;
                                 }
                             }

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use lease_core::{Event, Mode, Options, OptionsError};
+use lease_core::{Assignment, Event, Mode, Options, OptionsError};
 use lease_sim::history::Record;
 use lease_sim::{Action, Sim, SimConfig, WorkerId};
 
@@ -124,13 +124,16 @@ fn show(sim: &mut Sim, view: &mut View, seen: usize) -> usize {
     for o in sim.drain_observed() {
         let w = o.worker.0;
         match o.event {
-            Event::Pair(Some(lease)) => view.own(w, lease.i(), lease.n(), lease.token(), o.at),
-            Event::Pair(None) => {}
-            Event::Released(r) => {
-                let ended_at = ended
-                    .get(&o.worker.to_string())
-                    .map_or(o.at, |us| Duration::from_micros(*us));
-                view.release(w, o.at, ended_at, Some(r.reason.as_str()));
+            Event::Assignment(Assignment::Held(lease)) => {
+                view.own(w, lease.i(), lease.n(), lease.token(), o.at)
+            }
+            Event::Assignment(Assignment::Idle(idle)) => {
+                if idle.ended.is_some() {
+                    let ended_at = ended
+                        .get(&o.worker.to_string())
+                        .map_or(o.at, |us| Duration::from_micros(*us));
+                    view.release(w, o.at, ended_at, Some(idle.reason.as_str()));
+                }
             }
             Event::Stopped => {
                 view.ended(w);

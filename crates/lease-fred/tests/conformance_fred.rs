@@ -12,7 +12,7 @@ use fred::prelude::{
 use futures::StreamExt;
 use futures::stream::LocalBoxStream;
 use lease_conformance::{Adapter, Group, capture, conformance_suite, intervals};
-use lease_core::{Lease, Mode, OptionsError, diag};
+use lease_core::{Assignment, Mode, OptionsError, diag};
 use lease_testkit::{RedisServer, test_interval, unique_name};
 use tokio_util::sync::CancellationToken;
 
@@ -61,7 +61,7 @@ impl Adapter for Fred {
         conn: &Client,
         options: lease_core::Options,
         cancel: CancellationToken,
-    ) -> Result<LocalBoxStream<'static, Option<Lease>>, OptionsError> {
+    ) -> Result<LocalBoxStream<'static, Assignment>, OptionsError> {
         let options = lease_fred::Options::from(options).with_cancel(cancel);
         lease_fred::discover(conn.clone(), options).map(StreamExt::boxed_local)
     }

@@ -12,11 +12,9 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use futures::StreamExt;
-use lease_redis::{Lease, Options, discover};
+use lease_redis::{Assignment, CancellationToken, Lease, Options, StreamExt, discover};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
@@ -48,9 +46,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         if let Some(running) = sender.take() {
             running.drain().await;
         }
-        let Some(lease) = pair else {
-            println!("idle: sending nothing");
-            continue;
+        let lease = match pair {
+            Assignment::Held(lease) => lease,
+            Assignment::Idle(idle) => {
+                println!("idle ({}): sending nothing", idle.reason);
+                continue;
+            }
         };
         println!(
             "sending mail {} of every {} (fencing token {})",

@@ -11,7 +11,7 @@ use futures::stream::LocalBoxStream;
 use lease_conformance as conformance;
 use lease_conformance::conformance_suite;
 use lease_conformance::redis_rs::Conn;
-use lease_core::{Lease, OptionsError};
+use lease_core::{Assignment, OptionsError};
 use tokio_util::sync::CancellationToken;
 
 /// The adapter over a `ConnectionManager` (which reconnects after a
@@ -47,7 +47,7 @@ impl<const MULTIPLEXED: bool> conformance::Adapter for Redis<MULTIPLEXED> {
         conn: &Conn,
         options: lease_core::Options,
         cancel: CancellationToken,
-    ) -> Result<LocalBoxStream<'static, Option<Lease>>, OptionsError> {
+    ) -> Result<LocalBoxStream<'static, Assignment>, OptionsError> {
         let options = lease_redis::Options::from(options).with_cancel(cancel);
         lease_redis::discover(conn.clone(), options).map(StreamExt::boxed_local)
     }

@@ -128,8 +128,8 @@ async fn owner_gauges_expiries_and_latency_are_recorded() {
             .expect("the stream goes on")
     };
 
-    assert!(next(&mut pairs).await.is_none(), "the opening idle pair");
-    let lease = next(&mut pairs).await.expect("a lease");
+    assert!(next(&mut pairs).await.is_idle(), "the opening idle value");
+    let lease = next(&mut pairs).await.into_lease().expect("a lease");
     assert_eq!(metrics.value(IS_OWNER, &name), 1.0);
     assert_eq!(metrics.value(INDEX, &name), f64::from(lease.i()));
     assert_eq!(metrics.value(REPLICAS, &name), 1.0);
@@ -138,7 +138,7 @@ async fn owner_gauges_expiries_and_latency_are_recorded() {
 
     // Longer than a lease lasts: it expires.
     server.pause(l * 4).expect("pause");
-    assert!(next(&mut pairs).await.is_none(), "idle after the expiry");
+    assert!(next(&mut pairs).await.is_idle(), "idle after the expiry");
     assert_eq!(metrics.value(IS_OWNER, &name), 0.0);
     assert_eq!(metrics.value(INDEX, &name), -1.0);
     assert_eq!(metrics.value(REPLICAS, &name), -1.0);
@@ -146,7 +146,7 @@ async fn owner_gauges_expiries_and_latency_are_recorded() {
     assert_eq!(metrics.value(EXPIRIES, &name), 1.0);
 
     // Back after the pause, then dropped: not an owner any more.
-    assert!(next(&mut pairs).await.is_some(), "a lease after the pause");
+    assert!(!next(&mut pairs).await.is_idle(), "a lease after the pause");
     assert_eq!(metrics.value(IS_OWNER, &name), 1.0);
     drop(pairs);
     // The worker's task is aborted on drop, asynchronously.

@@ -1,5 +1,6 @@
 //! A simulated Redis: the semantics of both registration scripts (`TIME`,
-//! key expiry, `INCR`/`GET`, sorted sets with `ZADD NX`, `ZRANK`, `ZCARD`)
+//! the group's rules record, key expiry, `INCR`/`GET`, sorted sets with
+//! `ZADD NX`, `ZRANK`, `ZCARD`)
 //! over an in-memory key space, with the server-side faults the protocol must
 //! survive (restart losing every key) and one it need not (lost writes).
 //!
@@ -18,6 +19,8 @@ enum Value {
     /// `Ranked`: a sorted set of `(score, member)`, kept in Redis order
     /// (by score, ties by member bytes).
     Set(Vec<(f64, String)>),
+    /// A string: the group's rules record.
+    Text(String),
 }
 
 #[derive(Clone, Debug)]
@@ -78,7 +81,7 @@ impl SimStore {
         &mut self,
         mode: Mode,
         now_us: i64,
-        keys: [&str; 2],
+        keys: [&str; 3],
         args: &[String],
     ) -> Result<Vec<i64>, StoreError> {
         self.executed += 1;
@@ -93,15 +96,34 @@ impl SimStore {
         if interval_ms <= 0 {
             return Err(StoreError::BadArguments("interval"));
         }
+        let rules = args.get(3).ok_or(StoreError::BadArguments("rules"))?;
         let sec = now_us.div_euclid(1_000_000);
         let usec = now_us.rem_euclid(1_000_000);
         let k = (sec * 1000 + usec / 1000).div_euclid(interval_ms);
+        let ttl_us = ttl_ms.saturating_mul(1000);
+        // The group's rules (rule 12): checked before anything is written.
+        self.expire(keys[2], now_us);
+        match self.keys.get(keys[2]).map(|e| &e.value) {
+            Some(Value::Text(recorded)) if recorded != rules => {
+                let mut reply = vec![2, k, sec, usec];
+                reply.extend(recorded_fields(recorded));
+                return Ok(reply);
+            }
+            Some(Value::Text(_)) | None => {}
+            Some(_) => return Err(StoreError::WrongType),
+        }
         if k != expected {
             return Ok(vec![0, k, sec, usec]);
         }
+        self.keys.insert(
+            keys[2].to_owned(),
+            Entry {
+                value: Value::Text(rules.clone()),
+                expires_at: now_us + ttl_us,
+            },
+        );
         self.expire(keys[0], now_us);
         self.expire(keys[1], now_us);
-        let ttl_us = ttl_ms.saturating_mul(1000);
         match mode {
             Mode::Arrival => {
                 let entry = self.keys.entry(keys[0].to_owned()).or_insert(Entry {
@@ -117,20 +139,20 @@ impl SimStore {
                 let prev = match self.keys.get(keys[1]).map(|e| &e.value) {
                     None => -1,
                     Some(Value::Counter(c)) => *c,
-                    Some(Value::Set(_)) => return Err(StoreError::WrongType),
+                    Some(_) => return Err(StoreError::WrongType),
                 };
                 Ok(vec![1, k, sec, usec, x - 1, prev])
             }
             Mode::Ranked => {
-                let token = args.get(3).ok_or(StoreError::BadArguments("token"))?;
+                let token = args.get(4).ok_or(StoreError::BadArguments("token"))?;
                 let phase: f64 = args
-                    .get(4)
+                    .get(5)
                     .and_then(|a| a.parse().ok())
                     .ok_or(StoreError::BadArguments("phase"))?;
                 let (rank, size) = match self.keys.get(keys[1]).map(|e| &e.value) {
                     None => (None, 0),
                     Some(Value::Set(set)) => (set.iter().position(|(_, m)| m == token), set.len()),
-                    Some(Value::Counter(_)) => return Err(StoreError::WrongType),
+                    Some(_) => return Err(StoreError::WrongType),
                 };
                 // The server-side carry: a token present in k-1 keeps its
                 // place; only an absent one uses the phase it sent.
@@ -185,6 +207,7 @@ impl SimStore {
                     set.retain(|_| !lose());
                     lost += (before - set.len()) as u64;
                 }
+                Value::Text(_) => {}
             }
         }
         lost
@@ -196,8 +219,38 @@ impl SimStore {
         self.keys.get(key).map(|e| match &e.value {
             Value::Counter(c) => Peek::Counter(*c),
             Value::Set(s) => Peek::Members(s.iter().map(|(_, m)| m.clone()).collect()),
+            Value::Text(t) => Peek::Text(t.clone()),
         })
     }
+}
+
+/// A refusal's four fields from a recorded rules record, as the script's
+/// `string.match(rules, '^(%d+):(%d+):(%a+):(%a+)$')` reads them: version,
+/// interval, mode code (0 arrival, 1 ranked), mapping code (0 modulo, 1
+/// consistent); `-1` for what cannot be read.
+fn recorded_fields(record: &str) -> [i64; 4] {
+    let parts: Vec<&str> = record.split(':').collect();
+    let number = |s: &str| {
+        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse::<i64>().ok())
+            .flatten()
+    };
+    let word = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphabetic());
+    let &[v, l, m, p] = parts.as_slice() else {
+        return [-1; 4];
+    };
+    let (Some(v), Some(l)) = (number(v), number(l)) else {
+        return [-1; 4];
+    };
+    if !word(m) || !word(p) {
+        return [-1; 4];
+    }
+    let code = |s: &str| match s {
+        "arrival" | "modulo" => 0,
+        "ranked" | "consistent" => 1,
+        _ => -1,
+    };
+    [v, l, code(m), code(p)]
 }
 
 /// A key's content, as [`SimStore::peek`] shows it.
@@ -207,6 +260,8 @@ pub enum Peek {
     Counter(i64),
     /// Sorted-set members in rank order.
     Members(Vec<String>),
+    /// A string (the group's rules record).
+    Text(String),
 }
 
 #[cfg(test)]
@@ -215,8 +270,15 @@ mod tests {
 
     const L: i64 = 300;
 
+    const RULES: &str = "1:300:ranked:modulo";
+
     fn args(k: i64, extra: &[&str]) -> Vec<String> {
-        let mut v = vec![L.to_string(), (3 * L).to_string(), k.to_string()];
+        let mut v = vec![
+            L.to_string(),
+            (3 * L).to_string(),
+            k.to_string(),
+            RULES.to_owned(),
+        ];
         v.extend(extra.iter().map(|s| s.to_string()));
         v
     }
@@ -229,7 +291,7 @@ mod tests {
     fn wrong_interval_writes_nothing() {
         let mut s = SimStore::new();
         let r = s
-            .execute(Mode::Arrival, at(10, 5), ["{g}:9", "{g}:8"], &args(9, &[]))
+            .execute(Mode::Arrival, at(10, 5), ["{g}:9", "{g}:8", "{g}:rules"], &args(9, &[]))
             .unwrap();
         assert_eq!(r, vec![0, 10, 3, 5000]);
         assert!(s.is_empty());
@@ -238,7 +300,7 @@ mod tests {
     #[test]
     fn arrival_counts_by_arrival() {
         let mut s = SimStore::new();
-        let k = ["{g}:10", "{g}:9"];
+        let k = ["{g}:10", "{g}:9", "{g}:rules"];
         let r1 = s
             .execute(Mode::Arrival, at(10, 1), k, &args(10, &[]))
             .unwrap();
@@ -247,13 +309,13 @@ mod tests {
             .unwrap();
         assert_eq!(r1[4..], [0, -1]);
         assert_eq!(r2[4..], [1, -1]);
-        let k = ["{g}:11", "{g}:10"];
+        let k = ["{g}:11", "{g}:10", "{g}:rules"];
         let r3 = s
             .execute(Mode::Arrival, at(11, 1), k, &args(11, &[]))
             .unwrap();
         assert_eq!(r3[4..], [0, 2]);
         // Keys expire 3 intervals after their last write.
-        let k = ["{g}:14", "{g}:13"];
+        let k = ["{g}:14", "{g}:13", "{g}:rules"];
         s.execute(Mode::Arrival, at(14, 10), k, &args(14, &[]))
             .unwrap();
         assert_eq!(s.peek("{g}:10"), Some(Peek::Counter(2)));
@@ -265,7 +327,7 @@ mod tests {
     fn ranked_carries_order_and_ignores_repeats() {
         let mut s = SimStore::new();
         let (a, b, c) = ("a".repeat(32), "b".repeat(32), "c".repeat(32));
-        let k10 = ["{g}:10", "{g}:9"];
+        let k10 = ["{g}:10", "{g}:9", "{g}:rules"];
         // Newcomers send 2: ties break by token.
         for t in [&c, &a, &b] {
             let r = s
@@ -280,7 +342,7 @@ mod tests {
             s.peek("{g}:10"),
             Some(Peek::Members(vec![a.clone(), b.clone(), c.clone()]))
         );
-        let k11 = ["{g}:11", "{g}:10"];
+        let k11 = ["{g}:11", "{g}:10", "{g}:rules"];
         // c registers first in 11, yet keeps its carried place: rank 2 of 3.
         let r = s
             .execute(Mode::Ranked, at(11, 1), k11, &args(11, &[&c, "0.01"]))
@@ -304,22 +366,62 @@ mod tests {
     fn bad_arguments_and_wrong_types_are_errors() {
         let mut s = SimStore::new();
         assert!(
-            s.execute(Mode::Arrival, at(10, 1), ["a", "b"], &[])
+            s.execute(Mode::Arrival, at(10, 1), ["a", "b", "c"], &[])
                 .is_err()
         );
         s.execute(
             Mode::Arrival,
             at(10, 1),
-            ["{g}:10", "{g}:9"],
+            ["{g}:10", "{g}:9", "{g}:rules"],
             &args(10, &[]),
         )
         .unwrap();
         let r = s.execute(
             Mode::Ranked,
             at(11, 1),
-            ["{g}:11", "{g}:10"],
+            ["{g}:11", "{g}:10", "{g}:rules"],
             &args(11, &["x", "2"]),
         );
         assert_eq!(r, Err(StoreError::WrongType));
+    }
+
+    #[test]
+    fn other_rules_are_refused_and_write_nothing_until_the_record_expires() {
+        let mut s = SimStore::new();
+        let k = ["{g}:10", "{g}:9", "{g}:rules"];
+        s.execute(Mode::Ranked, at(10, 1), k, &args(10, &["a".repeat(32).as_str(), "2"]))
+            .unwrap();
+        assert_eq!(s.peek("{g}:rules"), Some(Peek::Text(RULES.to_owned())));
+        // A worker at 600 ms: refused, with the recorded rules as integers.
+        let mut other = args(5, &["b".repeat(32).as_str(), "2"]);
+        other[0] = "600".into();
+        other[1] = "1800".into();
+        other[3] = "1:600:ranked:modulo".into();
+        let k5 = ["{g}:5", "{g}:4", "{g}:rules"];
+        let r = s.execute(Mode::Ranked, at(10, 2), k5, &other).unwrap();
+        assert_eq!(r[0], 2);
+        assert_eq!(r[4..], [1, 300, 1, 0]);
+        assert_eq!(s.peek("{g}:5"), None, "nothing written");
+        assert_eq!(s.peek("{g}:rules"), Some(Peek::Text(RULES.to_owned())));
+        // Three intervals of 300 ms after the last matching registration the
+        // record is gone, and the other rules are recorded instead.
+        let later = at(10, 1) + 3 * L * 1000;
+        let k6 = (later / 1000) / 600;
+        other[2] = k6.to_string();
+        let k6s = [format!("{{g}}:{k6}"), format!("{{g}}:{}", k6 - 1)];
+        let r = s
+            .execute(Mode::Ranked, later, [&k6s[0], &k6s[1], "{g}:rules"], &other)
+            .unwrap();
+        assert_eq!(r[0], 1);
+        assert_eq!(s.peek("{g}:rules"), Some(Peek::Text("1:600:ranked:modulo".into())));
+    }
+
+    #[test]
+    fn unreadable_records_refuse_with_minus_ones() {
+        assert_eq!(recorded_fields("1:300:ranked:modulo"), [1, 300, 1, 0]);
+        assert_eq!(recorded_fields("2:300:arrival:consistent"), [2, 300, 0, 1]);
+        assert_eq!(recorded_fields("1:300:ranked:ring"), [1, 300, 1, -1]);
+        assert_eq!(recorded_fields("garbage"), [-1; 4]);
+        assert_eq!(recorded_fields("1:x:ranked:modulo"), [-1; 4]);
     }
 }

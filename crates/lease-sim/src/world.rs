@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use lease_core::{Event, Lease, Options, OptionsError, RequestId, Token, Worker};
+use lease_core::{Assignment, Event, Lease, Options, OptionsError, RequestId, Token, Worker};
 
 use crate::history::{LeaveHow, Record};
 use crate::net::{LocalClock, Network};
@@ -149,7 +149,7 @@ enum Step {
 #[derive(Clone)]
 struct Request {
     id: RequestId,
-    keys: [String; 2],
+    keys: [String; 3],
     args: Vec<String>,
     /// A duplicate delivery: executed, but its reply goes nowhere.
     echo: bool,
@@ -541,7 +541,7 @@ impl Sim {
                 sends.push((
                     Request {
                         id: t.id,
-                        keys: [t.keys[0].to_owned(), t.keys[1].to_owned()],
+                        keys: t.keys.map(str::to_owned),
                         args: t.args.to_vec(),
                         echo: false,
                         lose_reply: false,
@@ -623,7 +623,11 @@ impl Sim {
             self.push(self.paused_until, Step::Arrive(w, req));
             return;
         }
-        let keys = [req.keys[0].as_str(), req.keys[1].as_str()];
+        let keys = [
+            req.keys[0].as_str(),
+            req.keys[1].as_str(),
+            req.keys[2].as_str(),
+        ];
         let result = self
             .store
             .execute(self.options.mode, self.server_now(), keys, &req.args)
@@ -642,7 +646,7 @@ impl Sim {
     fn record(&mut self, w: WorkerId, event: Event) {
         let at_us = self.now;
         match &event {
-            Event::Pair(Some(lease)) => {
+            Event::Assignment(Assignment::Held(lease)) => {
                 self.history.push(Record::own(
                     w.to_string(),
                     lease.i(),
@@ -652,13 +656,15 @@ impl Sim {
                 ));
                 self.workers[w.0].held = Some(lease.clone());
             }
-            Event::Released(r) => {
-                let at = self.true_of(self.workers[w.0].clock, r.at).min(at_us);
-                self.history
-                    .push(Record::release(w.to_string(), r.slot.i(), r.slot.n(), at));
-                self.workers[w.0].held = None;
+            Event::Assignment(Assignment::Idle(idle)) => {
+                if let Some(lease) = &idle.ended {
+                    let at = self.true_of(self.workers[w.0].clock, idle.since).min(at_us);
+                    self.history
+                        .push(Record::release(w.to_string(), lease.i(), lease.n(), at));
+                    self.workers[w.0].held = None;
+                }
             }
-            Event::Pair(None) | Event::Stopped => {}
+            Event::Stopped => {}
         }
         self.observed.push(Observed {
             worker: w,
@@ -682,7 +688,9 @@ impl Sim {
         }
         match action {
             Action::Join(w) => {
-                let token = Token::new(self.rng.random::<u128>());
+                // From the run's seeded generator: unique per worker, and
+                // the same on every replay of the seed.
+                let token = Token::from_bits_same_worker_if_reused(self.rng.random::<u128>());
                 let now = self.local_instant(self.workers[w.0].clock, self.now);
                 // Options were validated in `Sim::new`.
                 if let Ok(core) = Worker::new(&self.options, token, now) {

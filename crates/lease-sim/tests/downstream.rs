@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use lease_core::{Event, Options};
+use lease_core::{Assignment, Event, Options};
 use lease_sim::{Action, Sim, SimConfig, WorkerId};
 
 /// The application's store: keeps the newest fencing token per task and
@@ -68,7 +68,7 @@ fn downstream_worker_loop_never_processes_a_task_twice_at_once() {
         grants += sim
             .drain_observed()
             .iter()
-            .filter(|o| matches!(o.event, Event::Pair(Some(_))))
+            .filter(|o| matches!(o.event, Event::Assignment(Assignment::Held(_))))
             .count();
         sim.run_for(step);
     }

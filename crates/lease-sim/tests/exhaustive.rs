@@ -63,7 +63,7 @@ use std::fmt;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
-use lease_core::{Event, Lease, Mode, Options, ReleaseReason, RequestId, Token, Worker};
+use lease_core::{Assignment, Event, IdleReason, Lease, Mode, Options, RequestId, Token, Worker};
 use lease_sim::SimStore;
 use lease_sim::checker::{self, Summary};
 use lease_sim::history::Record;
@@ -228,7 +228,7 @@ enum Step {
     Arrive {
         worker: usize,
         id: RequestId,
-        keys: [String; 2],
+        keys: [String; 3],
         args: Vec<String>,
         reply_at: Option<u64>,
     },
@@ -404,7 +404,7 @@ impl<'a> Model<'a> {
         match step {
             Step::Join(w) => {
                 let bits = spread_token(w, self.sc.workers());
-                let core = Worker::new(&self.options, Token::new(bits), self.local(self.now))
+                let core = Worker::new(&self.options, Token::from_bits_same_worker_if_reused(bits), self.local(self.now))
                     .expect("valid options");
                 self.procs[w].core = Some(core);
                 self.history.push(Record::join(Self::name(w), self.now));
@@ -425,7 +425,7 @@ impl<'a> Model<'a> {
                 let server = SERVER_EPOCH_US + self.now as i64;
                 let values = self
                     .store
-                    .execute(self.sc.mode, server, [&keys[0], &keys[1]], &args)
+                    .execute(self.sc.mode, server, [&keys[0], &keys[1], &keys[2]], &args)
                     .expect("the store runs every registration the core sends");
                 if let Some(at) = reply_at {
                     self.push(at.max(self.now), Step::Deliver(worker, id, values));
@@ -473,7 +473,7 @@ impl<'a> Model<'a> {
             while let Some(t) = core.poll_transmit() {
                 sends.push((
                     t.id,
-                    [t.keys[0].to_owned(), t.keys[1].to_owned()],
+                    t.keys.map(str::to_owned),
                     t.args.to_vec(),
                     t.expires_at,
                 ));
@@ -539,7 +539,7 @@ impl<'a> Model<'a> {
         &mut self,
         w: usize,
         id: RequestId,
-        keys: [String; 2],
+        keys: [String; 3],
         args: Vec<String>,
         expires_at: Instant,
     ) {
@@ -576,7 +576,7 @@ impl<'a> Model<'a> {
     fn record(&mut self, w: usize, event: Event) {
         let now = self.now;
         match event {
-            Event::Pair(Some(lease)) => {
+            Event::Assignment(Assignment::Held(lease)) => {
                 self.granted = true;
                 let deadline = self.true_of(lease.deadline());
                 self.history.push(Record::own(
@@ -604,21 +604,22 @@ impl<'a> Model<'a> {
                 });
                 self.procs[w].held = Some(lease);
             }
-            Event::Released(r) => {
-                let at = self.true_of(r.at).min(now);
+            Event::Assignment(Assignment::Idle(idle)) => {
+                let Some(ended) = &idle.ended else { return };
+                let at = self.true_of(idle.since).min(now);
                 self.history
-                    .push(Record::release(Self::name(w), r.slot.i(), r.slot.n(), at));
+                    .push(Record::release(Self::name(w), ended.i(), ended.n(), at));
                 self.procs[w].held = None;
                 // The broken holder trusts its own deadline over expiry, but
                 // gives the pair back when told to.
-                if r.reason != ReleaseReason::Expired
+                if idle.reason != IdleReason::Expired
                     && let Some(b) = self.procs[w].broken.take()
                 {
                     self.broken
                         .push(Record::release(Self::name(w), b.i, b.n, b.until.min(at)));
                 }
             }
-            Event::Pair(None) | Event::Stopped => {}
+            Event::Stopped => {}
         }
     }
 

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use common::*;
-use lease_core::{Event, Mode};
+use lease_core::{Assignment, Event, Mode};
 use lease_sim::{Action, Network, Observed, Sim, WorkerId};
 
 /// Server interval number at true time 0 (the simulator's server epoch / L).
@@ -20,19 +20,22 @@ fn render(observed: &[Observed]) -> String {
     for o in observed {
         let t = o.at.as_secs_f64();
         let what = match &o.event {
-            Event::Pair(Some(l)) => format!(
+            Event::Assignment(Assignment::Held(l)) => format!(
                 "own {}/{} token=k{:+}",
                 l.i(),
                 l.n(),
                 l.token() as i64 - K0 as i64
             ),
-            Event::Pair(None) => "idle".to_owned(),
-            Event::Released(r) => format!(
-                "released {}/{} ({})",
-                r.slot.i(),
-                r.slot.n(),
-                r.reason.as_str()
-            ),
+            Event::Assignment(Assignment::Idle(idle)) => match &idle.ended {
+                Some(l) => format!(
+                    "released {}/{} ({})\n{t:7.3}L {} idle",
+                    l.i(),
+                    l.n(),
+                    idle.reason.as_str(),
+                    o.worker
+                ),
+                None => "idle".to_owned(),
+            },
             Event::Stopped => "stopped".to_owned(),
         };
         let _ = writeln!(out, "{t:7.3}L {} {what}", o.worker);

@@ -11,7 +11,7 @@ use futures::StreamExt;
 use futures::stream::LocalBoxStream;
 use lease_conformance::Adapter;
 use lease_conformance::redis_rs::Conn;
-use lease_core::{Lease, OptionsError};
+use lease_core::{Assignment, OptionsError};
 use lease_smol::{CancelToken, Options};
 
 /// The adapter, with its workers on smol's executor (`discover`) or on
@@ -39,7 +39,7 @@ impl<const ON_ASYNC_STD: bool> Adapter for Smol<ON_ASYNC_STD> {
         conn: &Conn,
         options: lease_core::Options,
         cancel: CancelToken,
-    ) -> Result<LocalBoxStream<'static, Option<Lease>>, OptionsError> {
+    ) -> Result<LocalBoxStream<'static, Assignment>, OptionsError> {
         let options = Options::from(options).with_cancel(cancel);
         let pairs = if ON_ASYNC_STD {
             let spawn = |worker| drop(async_std::task::spawn(worker));

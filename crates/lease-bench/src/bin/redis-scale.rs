@@ -58,13 +58,13 @@ async fn run(server: &RedisServer, groups: usize, l: Duration, intervals: u32, m
     let counts = Arc::new(Counts::default());
     let mut tasks = Vec::with_capacity(groups);
     for g in 0..groups {
-        let options = lease_redis::Options::new(format!("scale-{g}"), l).with_mode(mode);
+        let options = lease_redis::Options::from(lease_core::Options::new(format!("scale-{g}"), l).with_mode(mode));
         let mut pairs = lease_redis::discover(conn.clone(), options).expect("valid options");
         let counts = counts.clone();
         tasks.push(tokio::spawn(async move {
             while let Some(p) = pairs.next().await {
                 counts.items.fetch_add(1, Ordering::Relaxed);
-                if p.is_some() {
+                if p.lease().is_some() {
                     counts.holding.fetch_add(1, Ordering::Relaxed);
                 } else {
                     // The opening idle pair does not decrement.

@@ -28,7 +28,7 @@ async fn registration(conn: &mut MultiplexedConnection, mode: Mode) -> (Vec<Stri
     let options = Options::new("tput", Duration::from_secs(86_400)).with_mode(mode);
     let now = Instant::now();
     let mut w =
-        Worker::new(&options, Token::new(0x7e57_u128 << 64 | 0x0bad_cafe), now).expect("valid");
+        Worker::new(&options, Token::seeded(0x7e57, 0), now).expect("valid");
     w.handle_timeout(now);
     for _ in 0..4 {
         let t = w.poll_transmit().expect("a registration is due");

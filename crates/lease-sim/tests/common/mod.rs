@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use lease_core::{Event, Mode, Options};
+use lease_core::{Assignment, Event, Mode, Options};
 use lease_sim::{Network, Observed, Sim, SimConfig, WorkerId};
 
 /// Interval used by the liveness tests (virtual time).
@@ -60,7 +60,7 @@ pub fn indices(sim: &Sim, ws: &[WorkerId]) -> Vec<Option<u32>> {
 pub fn pair_changes(observed: &[Observed]) -> usize {
     observed
         .iter()
-        .filter(|o| matches!(o.event, Event::Pair(_)))
+        .filter(|o| matches!(&o.event, Event::Assignment(a) if !a.is_idle() || matches!(a, Assignment::Idle(i) if i.ended.is_some())))
         .count()
 }
 
@@ -68,7 +68,7 @@ pub fn pair_changes(observed: &[Observed]) -> usize {
 pub fn first_own(observed: &[Observed], w: WorkerId, after: Duration) -> Option<Duration> {
     observed
         .iter()
-        .find(|o| o.worker == w && o.at >= after && matches!(o.event, Event::Pair(Some(_))))
+        .find(|o| o.worker == w && o.at >= after && matches!(&o.event, Event::Assignment(Assignment::Held(_))))
         .map(|o| o.at)
 }
 
