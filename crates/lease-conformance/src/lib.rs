@@ -895,10 +895,11 @@ pub async fn workers_with_other_rules_are_refused_until_the_group_leaves<A: Adap
     group
         .wait("settled at L", intervals(10.0), |g| g.settled(0))
         .await;
-    // One team for everybody: the history check then covers every pair of
-    // holders, whatever their rules.
-    let longer = group.add(&conn, 0, Options::new(&name, l() * 2));
-    let other_mode = group.add(&conn, 0, options(&name, Mode::Arrival));
+    // A team per set of rules: fencing tokens are interval numbers, which
+    // are only comparable under one interval length. Exclusivity across the
+    // teams is checked at the end: no two holds of different rules overlap.
+    let longer = group.add(&conn, 1, Options::new(&name, l() * 2));
+    let other_mode = group.add(&conn, 2, options(&name, Mode::Arrival));
     let refused = |g: &Group<A>, w: usize| {
         g.history.iter().any(|r| {
             r.worker == w
@@ -943,5 +944,17 @@ pub async fn workers_with_other_rules_are_refused_until_the_group_leaves<A: Adap
         "only one set of rules is recorded at a time:\n{}",
         group.render()
     );
+    let holds = group.holds();
+    for a in &holds {
+        for b in holds.iter().filter(|b| b.team != a.team) {
+            assert!(
+                a.end <= b.start || b.end <= a.start,
+                "workers {} and {} of different rules held leases at the same time:\n{}",
+                a.worker,
+                b.worker,
+                group.render()
+            );
+        }
+    }
     group.check();
 }

@@ -345,6 +345,14 @@ impl Sim {
             .cloned()
     }
 
+    /// The identity of worker `w`, once it has started (until it ends).
+    pub fn token(&self, w: WorkerId) -> Option<Token> {
+        match &self.workers.get(w.0)?.life {
+            Life::Alive(core) => Some(core.token()),
+            _ => None,
+        }
+    }
+
     /// Starts a new worker now.
     pub fn join_now(&mut self) -> WorkerId {
         let w = self.reserve();
