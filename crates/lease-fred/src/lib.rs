@@ -7,15 +7,15 @@
 //! [`lease_core`] ([`lease_driver`]).
 //!
 //! [`discover`] takes an initialized fred client and [`Options`] and returns
-//! a stream of pairs ([`Pair`]): the idle pair (`None`) first, then a value
-//! each time the pair in force changes. While you hold a [`Lease`], no other
-//! worker of the group holds its `i`, and every holder uses the same `n`.
+//! a stream of [`Assignment`]s: an idle value first, then a value each time
+//! what the worker holds changes. While you hold a [`Lease`], no other worker
+//! of the group holds its `i`, and every holder uses the same `n`; an idle
+//! value says why nothing is held ([`IdleReason`]) and since when.
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use fred::prelude::*;
-//! use futures::StreamExt;
-//! use lease_fred::{Options, discover};
+//! use lease_fred::fred::prelude::*;
+//! use lease_fred::{Assignment, Options, StreamExt, discover};
 //!
 //! # async fn drain() {}
 //! # fn consume(_owns: impl Fn(u64) -> bool) {}
@@ -28,16 +28,15 @@
 //!     client.init().await?;
 //!     let options = Options::new("mail-sender", Duration::from_secs(5));
 //!
-//!     let mut pairs = discover(client, options)?;
-//!     while let Some(pair) = pairs.next().await {
+//!     let mut assignments = discover(client, options)?;
+//!     while let Some(assignment) = assignments.next().await {
 //!         drain().await; // stop taking new work, finish what is in flight
-//!
-//!         let Some(lease) = pair else { continue }; // idle: stay stopped
-//!
-//!         let (i, n) = (u64::from(lease.i()), u64::from(lease.n()));
-//!         // Check the lease before each task: it may run out while a
-//!         // stalled process was not looking.
-//!         consume(move |task_id| lease.is_valid() && task_id % n == i);
+//!         match assignment {
+//!             // Check before each task: the lease may run out while a
+//!             // stalled process was not looking.
+//!             Assignment::Held(lease) => consume(move |task_id| lease.owns(task_id)),
+//!             Assignment::Idle(idle) => eprintln!("idle: {}", idle.reason),
+//!         }
 //!     }
 //!     Ok(())
 //! }
@@ -47,7 +46,7 @@
 //!
 //! Cancel the [`CancellationToken`]
 //! given with [`Options::with_cancel`] to stand down: the stream yields the
-//! idle pair once if a lease is held, then ends. Dropping the stream stops
+//! idle value once if a lease is held, then ends. Dropping the stream stops
 //! the worker at once. Either way the worker stays counted in the interval
 //! it last registered in, so its slot goes unowned for up to about one
 //! interval, exactly as after a crash.
@@ -68,7 +67,7 @@
 //! Registration failures never reach the stream: a failed, rejected or hung
 //! request is reported to the state machine, which retries within the
 //! interval; if no registration succeeds in time the lease runs out and the
-//! stream yields the idle pair.
+//! stream yields the idle value.
 //!
 //! # fred re-sends commands: what that does to each mode
 //!

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use event_listener::Event;
 
 /// Cancels workers started with it ([`crate::Options::with_cancel`]): they
-/// stand down (the stream yields the idle pair once if a lease is held, then
+/// stand down (the stream yields the idle value once if a lease is held, then
 /// ends). Clones share the token; cancelling is for good. Works on any
 /// executor.
 ///

@@ -18,34 +18,32 @@
 //! `async_std::task::spawn`. The conformance suite runs both ways.
 //!
 //! [`discover`] takes a connection and [`Options`] and returns a stream of
-//! pairs ([`Pair`]): the idle pair (`None`) first, then a value each time the
-//! pair in force changes. While you hold a [`Lease`], no other worker of the
-//! group holds its `i`, and every holder uses the same `n`.
+//! [`Assignment`]s: an idle value first, then a value each time what the
+//! worker holds changes. While you hold a [`Lease`], no other worker of the
+//! group holds its `i`, and every holder uses the same `n`; an idle value
+//! says why nothing is held ([`IdleReason`]) and since when.
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use futures::StreamExt;
-//! use lease_smol::{CancelToken, Options, discover};
+//! use lease_smol::redis::aio::ConnectionManager;
+//! use lease_smol::{Assignment, CancelToken, Options, StreamExt, discover};
 //!
 //! # async fn drain() {}
 //! # fn consume(_owns: impl Fn(u64) -> bool) {}
 //! fn main() -> Result<(), Box<dyn std::error::Error>> {
 //!     smol::block_on(async {
-//!         let client = redis::Client::open("redis://127.0.0.1:6379/")?;
-//!         let redis = client.get_multiplexed_async_connection().await?;
+//!         let client = lease_smol::redis::Client::open("redis://127.0.0.1:6379/")?;
+//!         let redis = ConnectionManager::new(client).await?; // reconnects after a restart
 //!         let stop = CancelToken::new(); // stop.cancel() stands the worker down
 //!         let options = Options::new("mail-sender", Duration::from_secs(5)).with_cancel(stop);
 //!
-//!         let mut pairs = discover(redis, options)?;
-//!         while let Some(pair) = pairs.next().await {
+//!         let mut assignments = discover(redis, options)?;
+//!         while let Some(assignment) = assignments.next().await {
 //!             drain().await; // stop taking new work, finish what is in flight
-//!
-//!             let Some(lease) = pair else { continue }; // idle: stay stopped
-//!
-//!             let (i, n) = (u64::from(lease.i()), u64::from(lease.n()));
-//!             // Check the lease before each task: it may run out while a
-//!             // stalled process was not looking.
-//!             consume(move |task_id| lease.is_valid() && task_id % n == i);
+//!             match assignment {
+//!                 Assignment::Held(lease) => consume(move |task_id| lease.owns(task_id)),
+//!                 Assignment::Idle(idle) => eprintln!("idle: {}", idle.reason),
+//!             }
 //!         }
 //!         Ok(())
 //!     })
@@ -59,7 +57,7 @@
 //! # Ending
 //!
 //! Cancel the [`CancelToken`] given with [`Options::with_cancel`] to stand
-//! down: the stream yields the idle pair once if a lease is held, then ends.
+//! down: the stream yields the idle value once if a lease is held, then ends.
 //! Dropping the stream stops the worker at once, on any executor. Either way
 //! the worker stays counted in the interval it last registered in, so its
 //! slot goes unowned for up to about one interval, exactly as after a crash.
@@ -79,7 +77,7 @@
 //! Registration failures never reach the stream: a failed, rejected or hung
 //! request is reported to the state machine, which retries within the
 //! interval; if no registration succeeds in time the lease runs out and the
-//! stream yields the idle pair.
+//! stream yields the idle value.
 //!
 //! # Diagnostics
 //!
