@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use lease_core::{Mode, interval_key};
+use lease_core::{GroupRules, Mode, interval_key, rules_key};
 use redis::{Connection, RedisError};
 
 use crate::{CliError, Group, client, connect_error, options, redact, validate};
@@ -128,8 +128,35 @@ pub(crate) fn inspect(args: &InspectArgs) -> Result<ExitCode, CliError> {
             pttl,
         });
     }
-    print!("{}", report(&shown, args, sec, usec, server_ms, &intervals));
+    let rules = read_rules(&mut conn, &rules_key(prefix, name)).map_err(failed)?;
+    let mut out = report(&shown, args, sec, usec, server_ms, &intervals);
+    out.insert_str(rules_line_at(&out), &rules);
+    print!("{out}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The group's rules record (rule 12), as a report line: what every worker
+/// of the group must share, and how long the record lives without them.
+fn read_rules(conn: &mut Connection, key: &str) -> Result<String, RedisError> {
+    let record: Option<String> = redis::cmd("GET").arg(key).query(conn)?;
+    let pttl: i64 = redis::cmd("PTTL").arg(key).query(conn)?;
+    Ok(match record {
+        None => "rules        none recorded (no registration for 3 intervals)\n".to_owned(),
+        Some(r) => match GroupRules::decode(&r) {
+            Some(rules) => format!(
+                "rules        {rules}  ({key}, expires in {pttl} ms without a registration)\n"
+            ),
+            None => format!("rules        unreadable record {r:?} ({key})\n"),
+        },
+    })
+}
+
+/// Where the rules line goes: after the `mode` line.
+fn rules_line_at(report: &str) -> usize {
+    report
+        .find("mode         ")
+        .and_then(|at| report[at..].find('\n').map(|nl| at + nl + 1))
+        .unwrap_or(report.len())
 }
 
 /// The numbers of the group's four newest interval keys, found with SCAN.

@@ -59,6 +59,11 @@ fn sigterm(child: &Child) {
 
 /// Starts `lease run` with a shell command.
 fn start_run(url: &str, name: &str, script: &str, dir: &Path) -> Child {
+    start_run_every(url, name, &interval_ms(), script, dir)
+}
+
+/// Starts `lease run` with a shell command, at interval `interval` (ms).
+fn start_run_every(url: &str, name: &str, interval: &str, script: &str, dir: &Path) -> Child {
     Command::new(LEASE)
         .args([
             "run",
@@ -67,7 +72,7 @@ fn start_run(url: &str, name: &str, script: &str, dir: &Path) -> Child {
             "--name",
             name,
             "--interval",
-            &interval_ms(),
+            interval,
             "--drain-timeout",
             "3000",
             "--",
@@ -125,6 +130,7 @@ sleep 100"#;
         "k-2",
         "k-3",
         "1 members",
+        &format!("rules        interval {} ms, mode ranked, mapping modulo", interval_ms()),
     ] {
         assert!(stdout.contains(what), "{what:?} missing from\n{stdout}");
     }
@@ -143,6 +149,58 @@ sleep 100"#;
     );
     assert!(stderr.contains("SIGTERM: standing down"), "{stderr}");
     assert!(stderr.contains("stopped the command"), "{stderr}");
+}
+
+/// Issue 10's split brain: two `lease run --name split` with different
+/// intervals. The second is refused (the group's recorded rules differ) and
+/// never runs its command while the first does; once the first has stood
+/// down and its record has expired, the second takes over.
+#[test]
+fn runs_with_different_intervals_never_run_their_commands_at_once() {
+    let server = RedisServer::start().unwrap();
+    let dir = temp_dir();
+    let name = unique_name("split");
+    // Each command logs when it starts and, on SIGTERM, when it stops.
+    let script = r#"trap 'echo "$(date +%s%N) stop $TAG" >> "$DIR/log"; exit 0' TERM
+echo "$(date +%s%N) start $TAG" >> "$DIR/log"
+sleep 100"#;
+    let l = test_interval();
+    let tagged = |tag: &str, interval: Duration| {
+        let script = script.replace("$TAG", tag);
+        let ms = interval.as_millis().to_string();
+        start_run_every(server.url(), &name, &ms, &script, &dir)
+    };
+    let mut first = tagged("first", l);
+    let log = || read(&dir.join("log")).unwrap_or_default();
+    wait_for(l * 12 + Duration::from_secs(5), || log().contains("start first").then_some(()))
+        .expect("the first command started");
+    let mut second = tagged("second", l * 2);
+    // Long enough for the second to be refused and, without the rules
+    // check, to have been granted (0, 1) on its own.
+    std::thread::sleep(l * 10);
+    assert!(!log().contains("start second"), "both ran at once:\n{}", log());
+    sigterm(&first);
+    let status = wait_exit(&mut first, Duration::from_secs(10)).expect("the first exits");
+    assert!(status.success());
+    wait_for(l * 20 + Duration::from_secs(5), || log().contains("start second").then_some(()))
+        .expect("the second takes over once the first has left");
+    sigterm(&second);
+    let _ = wait_exit(&mut second, Duration::from_secs(10));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(second.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(stderr.contains("refused: the group runs interval"), "{stderr}");
+    // The log, in time order: the second starts only after the first stopped.
+    let lines = log();
+    let events: Vec<(u128, &str)> = lines
+        .lines()
+        .map(|l| {
+            let (t, what) = l.split_once(' ').expect("a timestamped line");
+            (t.parse().expect("nanoseconds"), what)
+        })
+        .collect();
+    let stop_first = events.iter().find(|e| e.1 == "stop first").expect("first stopped").0;
+    let start_second = events.iter().find(|e| e.1 == "start second").expect("second started").0;
+    assert!(stop_first < start_second, "{lines}");
 }
 
 #[test]
