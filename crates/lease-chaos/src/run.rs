@@ -25,9 +25,8 @@ use std::time::{Duration, Instant};
 
 use futures::channel::mpsc::UnboundedSender;
 use lease_core::Lease;
-use lease_sim::checker::Checker;
-use lease_sim::history::{HistoryWriter, LeaveHow, Record};
-use lease_sim::timeline::{TimelineOptions, svg_with};
+use lease_history::timeline::{TimelineOptions, svg_with};
+use lease_history::{Checker, HistoryWriter, LeaveHow, Record};
 use lease_testkit::RedisServer;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

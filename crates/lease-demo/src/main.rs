@@ -23,9 +23,8 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use lease_core::Mode;
 pub(crate) use lease_core::diag::redact_url as redact;
-use lease_sim::checker;
-use lease_sim::history::{HistoryWriter, Record};
-use lease_sim::timeline::{self, TimelineOptions};
+use lease_history::timeline::{self, TimelineOptions};
+use lease_history::{HistoryWriter, Record, check};
 
 use crate::view::View;
 
@@ -209,7 +208,7 @@ fn finish(
     where_: &str,
     took: Duration,
 ) -> Result<bool, DemoError> {
-    let summary = checker::check(records, Some(end_us));
+    let summary = check(records, Some(end_us));
     if let Some(path) = &args.history {
         let written = std::fs::File::create(path).and_then(|f| {
             let mut w = HistoryWriter::new(std::io::BufWriter::new(f));

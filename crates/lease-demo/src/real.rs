@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use lease_core::Mode;
+use lease_history::{LeaveHow, Record};
 use lease_redis::{Lease, Options, discover};
-use lease_sim::history::{LeaveHow, Record};
 use lease_testkit::RedisServer;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio_util::sync::CancellationToken;

@@ -94,7 +94,7 @@ fn fred_resends_a_command_in_flight_when_its_connection_drops() {
         let proxy = proxy::Proxy::start(server.addr());
         let client = client(Config::from_url(&proxy.url()).expect("url")).await;
         let sha = server.command(&["SCRIPT", "LOAD", "return redis.call('INCR', KEYS[1])"]);
-        let sha = sha.expect("SCRIPT LOAD").as_str().expect("sha").to_owned();
+        let sha: String = redis::from_redis_value(sha.expect("SCRIPT LOAD")).expect("sha");
         proxy.lose_next_reply();
         let count: i64 = client
             .evalsha(sha, vec!["counter"], Vec::<String>::new())

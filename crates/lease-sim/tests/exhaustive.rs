@@ -64,9 +64,9 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use lease_core::{Event, Lease, Mode, Options, ReleaseReason, RequestId, Token, Worker};
+use lease_history::Record;
+use lease_history::{self as checker, Summary};
 use lease_sim::SimStore;
-use lease_sim::checker::{self, Summary};
-use lease_sim::history::Record;
 
 /// Interval length `L`, in microseconds.
 const L: u64 = 1_000_000;
