@@ -22,7 +22,7 @@ use std::fmt::Write as _;
 use lease_history::checker::{Checker, Coverage, HoldingEnd, Summary, percentile};
 
 use crate::faults::FaultKind;
-use crate::sink::SinkStats;
+use lease_chaos::sink::SinkStats;
 
 /// One injected fault.
 #[derive(Clone, Debug, PartialEq, Eq)]
