@@ -120,8 +120,10 @@ pub use lease_driver::Pair;
 /// ```
 pub type Options = lease_driver::Options<CancelToken>;
 
-/// A worker's whole run, to spawn on an executor ([`discover_with`]).
-pub type Worker = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+/// The future of a worker's whole run (its registrations, timers and pair
+/// stream), to spawn on an executor ([`discover_with`]). Not the state
+/// machine: that is [`lease_core::Worker`], which this future drives.
+pub type WorkerFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 /// Starts a worker of the group named in `options` on `connection` and
 /// returns its pair stream. The worker runs on smol's global executor
@@ -142,7 +144,7 @@ where
 pub fn discover_with<C>(
     connection: C,
     options: Options,
-    spawn: impl FnOnce(Worker),
+    spawn: impl FnOnce(WorkerFuture),
 ) -> Result<Discover, OptionsError>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
