@@ -202,3 +202,45 @@ pub(crate) fn render_command(program: &str, args: &[String]) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_parsed_by_redis_rs_with_user_password_and_database() {
+        let t = Target::from_url("redis://me:s3cr%40t@127.0.0.1:6390/2").unwrap();
+        assert_eq!(t.addr, "127.0.0.1:6390".parse().unwrap());
+        let settings = t.info.redis_settings();
+        assert_eq!(settings.username(), Some("me"));
+        assert_eq!(settings.password(), Some("s3cr@t"));
+        assert_eq!(settings.db(), 2);
+        let t = Target::from_url("redis://localhost:7001/").unwrap();
+        assert_eq!(t.addr.port(), 7001);
+        assert!(t.addr.ip().is_loopback());
+    }
+
+    #[test]
+    fn bad_urls_are_rejected_without_showing_the_password() {
+        for url in [
+            "http://u:pw@127.0.0.1/",
+            "redis+unix:///tmp/redis.sock",
+            "not a url",
+        ] {
+            let err = Target::from_url(url).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{url}");
+            assert!(!err.to_string().contains("pw"), "{err}");
+        }
+    }
+
+    #[test]
+    fn local_targets_authenticate_when_asked() {
+        let t = Target::local(7000, Some("pw"));
+        assert_eq!(t.info.redis_settings().password(), Some("pw"));
+        assert_eq!(t.addr.port(), 7000);
+        assert_eq!(
+            Target::local(7000, None).info.redis_settings().password(),
+            None
+        );
+    }
+}

@@ -418,3 +418,84 @@ fn legend(
         .collect();
     (placed, y + 20.0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mark(at_us: u64, label: &str) -> Mark {
+        Mark {
+            kind: MarkKind::Fault,
+            at_us,
+            label: label.to_owned(),
+        }
+    }
+
+    #[test]
+    fn labels_that_would_collide_go_to_further_lanes() {
+        let scale = Scale {
+            start: 0,
+            end: 1_000,
+            span: 1_000,
+            plot_w: 1_000.0,
+        };
+        // Three labels at one instant: three lanes; a far one reuses the first.
+        let marks = vec![
+            mark(100, "restart"),
+            mark(100, "pause"),
+            mark(100, "flush"),
+            mark(900, "kill"),
+        ];
+        let (placed, lanes) = place_labels(marks, &scale, 1_200.0);
+        let got: Vec<usize> = placed.iter().map(|p| p.lane).collect();
+        assert_eq!((got, lanes), (vec![0, 1, 2, 0], 3));
+        // No two labels of one lane overlap.
+        for a in &placed {
+            for b in placed
+                .iter()
+                .filter(|b| b.lane == a.lane && b.label_x > a.label_x)
+            {
+                let w = a.mark.label.chars().count() as f64 * CHAR_W * 0.95;
+                assert!(
+                    a.label_x + w + 6.0 <= b.label_x,
+                    "{} runs into {}",
+                    a.mark.label,
+                    b.mark.label
+                );
+            }
+        }
+        // A label at the right edge is pulled inside the picture.
+        let (placed, _) = place_labels(
+            vec![mark(1_000, "a long label at the end")],
+            &scale,
+            1_200.0,
+        );
+        let w = "a long label at the end".len() as f64 * CHAR_W * 0.95;
+        assert!(placed[0].label_x + w <= 1_200.0 - 4.0);
+    }
+
+    #[test]
+    fn the_legend_wraps_to_the_width() {
+        let records: Vec<Record> = (0..30)
+            .map(|k| Record::join(format!("worker-{k}"), 0))
+            .collect();
+        let summary = Checker::new(&records, None).summary();
+        let width = 600.0;
+        let (entries, height) = legend(&records, &[], &summary, width, 100.0);
+        // 30 workers, then the two strips.
+        assert_eq!(entries.len(), 32);
+        assert_eq!(entries[0].label, "worker-0", "ordered by number");
+        assert_eq!(entries[10].label, "worker-10");
+        let rows: BTreeSet<u64> = entries.iter().map(|e| e.y as u64).collect();
+        assert!(rows.len() > 3, "{rows:?}");
+        for e in &entries {
+            let w = 22.0 + e.label.chars().count() as f64 * CHAR_W + 16.0;
+            assert!(
+                e.x == LEFT || e.x + w <= width - RIGHT,
+                "{} overflows",
+                e.label
+            );
+        }
+        assert!(height > entries.last().unwrap().y);
+    }
+}
