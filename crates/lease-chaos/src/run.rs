@@ -229,6 +229,11 @@ impl Chaos<'_> {
         self.interval.mul_f64(intervals)
     }
 
+    /// `d` in intervals, for fault details.
+    fn in_l(&self, d: Duration) -> f64 {
+        d.as_secs_f64() / self.interval.as_secs_f64()
+    }
+
     fn go(mut self) -> Result<Report, ChaosError> {
         let base = self.args.workers as usize;
         let burst = base.div_ceil(2);
@@ -583,7 +588,7 @@ impl Chaos<'_> {
         let duration = length - self.tick;
         let detail = format!(
             "{:.1}L={}ms{}",
-            duration.as_secs_f64() / l.as_secs_f64(),
+            self.in_l(duration),
             duration.as_millis(),
             if d.coin { " mid-task" } else { "" }
         );
@@ -612,10 +617,7 @@ impl Chaos<'_> {
         let Some(seat) = self.instances.get(&id).map(|i| i.seat) else {
             return Ok(());
         };
-        let detail = format!(
-            "rejoins after {:.1}L",
-            length.as_secs_f64() / self.interval.as_secs_f64()
-        );
+        let detail = format!("rejoins after {:.1}L", self.in_l(length));
         let f = self.note_fault(d.kind, Some(id), detail, now, now + length)?;
         let control = if d.kind == FaultKind::Crash {
             Control::Crash
@@ -696,7 +698,7 @@ impl Chaos<'_> {
             rtt.as_millis(),
             (rtt / 2).as_millis(),
             rtt.as_secs_f64() / g.as_secs_f64(),
-            length.as_secs_f64() / self.interval.as_secs_f64()
+            self.in_l(length)
         );
         let f = self.note_fault(d.kind, Some(id), detail, now, now + length)?;
         if let Some(link) = self.link(id) {
@@ -716,7 +718,7 @@ impl Chaos<'_> {
     ) -> Result<(), ChaosError> {
         let detail = format!(
             "{:.1}L then {}",
-            length.as_secs_f64() / self.interval.as_secs_f64(),
+            self.in_l(length),
             if d.coin { "reset" } else { "late delivery" }
         );
         let f = self.note_fault(d.kind, Some(id), detail, now, now + length)?;
@@ -768,7 +770,7 @@ impl Chaos<'_> {
         let detail = format!(
             "{} workers, one every {:.1}L",
             base_alive.len(),
-            spacing.as_secs_f64() / self.interval.as_secs_f64()
+            self.in_l(spacing)
         );
         let f = self.note_fault(d.kind, None, detail, now, planned_end)?;
         for (k, (seat, id)) in base_alive.into_iter().enumerate() {
@@ -784,11 +786,7 @@ impl Chaos<'_> {
         let seats: Vec<usize> = (self.args.workers as usize..self.seats.len())
             .filter(|&s| self.seats[s].current.is_none())
             .collect();
-        let detail = format!(
-            "+{} workers for {:.1}L",
-            seats.len(),
-            length.as_secs_f64() / self.interval.as_secs_f64()
-        );
+        let detail = format!("+{} workers for {:.1}L", seats.len(), self.in_l(length));
         let f = self.note_fault(FaultKind::Burst, None, detail, now, now + length)?;
         for seat in seats {
             self.spawn(seat)?;

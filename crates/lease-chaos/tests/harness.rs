@@ -27,6 +27,19 @@ fn until(harness: &mut Harness, within: Duration, mut done: impl FnMut(&Happened
     }
 }
 
+/// Waits until two workers both own a pair of `n = 2`.
+fn both_own(harness: &mut Harness, l: Duration) {
+    let mut owned = std::collections::BTreeSet::new();
+    until(harness, l * 12, |h| {
+        if let Happened::Own { id, lease, .. } = h
+            && lease.n() == 2
+        {
+            owned.insert(*id);
+        }
+        owned.len() == 2
+    });
+}
+
 fn options(l: Duration) -> lease_core::Options {
     lease_core::Options::new(unique_name("harness"), l)
 }
@@ -38,15 +51,7 @@ fn workers_own_stall_crash_and_stand_down_with_a_clean_history() {
     let mut harness = Harness::new(AdapterKind::Redis, options(l), Instant::now());
     let a = harness.spawn("w0", server.url().to_owned()).unwrap();
     let b = harness.spawn("w1", server.url().to_owned()).unwrap();
-    let mut owned = std::collections::BTreeSet::new();
-    until(&mut harness, l * 12, |h| {
-        if let Happened::Own { id, lease, .. } = h
-            && lease.n() == 2
-        {
-            owned.insert(*id);
-        }
-        owned.len() == 2
-    });
+    both_own(&mut harness, l);
     // A stall longer than a lease: the release line carries the deadline,
     // before the instant the frozen worker noticed.
     harness.control(
@@ -101,15 +106,7 @@ fn sabotaged_releases_of_a_stalled_worker_are_caught() {
                 .unwrap()
         })
         .collect();
-    let mut owned = std::collections::BTreeSet::new();
-    until(&mut harness, l * 12, |h| {
-        if let Happened::Own { id, lease, .. } = h
-            && lease.n() == 2
-        {
-            owned.insert(*id);
-        }
-        owned.len() == 2
-    });
+    both_own(&mut harness, l);
     // Frozen for 10 intervals: the other worker takes the whole group
     // meanwhile, then the sleeper notices its lease ended.
     harness.control(
