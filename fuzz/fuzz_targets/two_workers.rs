@@ -5,12 +5,14 @@
 //! replies, stalls, crashes, restarts and cancels workers, steps the server
 //! clock forward and restarts the store (losing every key).
 //!
-//! Checked after every input, at that true instant, across all live workers:
-//! the held leases (`lease_at(local now)`) have distinct `i` and the same `n`
-//! (DESIGN section 3, "Why it is exclusive"); every lease granted to one
-//! worker that shares a task (`i = i' mod gcd(n, n')`) with a lease granted
-//! earlier to another has a fencing token at least 2 higher (`Lease::token`).
-//! Each worker's own pair stream is checked as in `core_inputs`.
+//! After every input, at that true instant, the lease each live worker holds
+//! (`lease_at(local now)`) goes into a history (DESIGN section 6: an `own`
+//! when it appears, a `release` when it is gone or replaced), and at the end
+//! the one checker of `lease-history` judges it: at every instant the held
+//! pairs have distinct `i` and the same `n` (DESIGN section 3, "Why it is
+//! exclusive"), and two workers' leases that share a task (any two with
+//! different `n`) have fencing tokens at least 2 apart, in time order
+//! (section 4). Each worker's own pair stream is checked as in `core_inputs`.
 //!
 //! Within the protocol's assumptions only: the server clock is monotone and
 //! steps forward by at most G at a time (DESIGN section 8), a restart loses
@@ -24,6 +26,7 @@ use std::time::{Duration, Instant};
 use arbitrary::Arbitrary;
 use lease_core::{Lease, Mode, Options, RequestId, Token, Worker};
 use lease_fuzz::PairStream;
+use lease_history::Record;
 use lease_sim::SimStore;
 use libfuzzer_sys::fuzz_target;
 
@@ -127,11 +130,6 @@ struct Proc {
     timer: Option<u64>,
 }
 
-struct Granted {
-    who: (usize, u32),
-    lease: Lease,
-}
-
 struct World {
     mode: Mode,
     options: Options,
@@ -152,17 +150,16 @@ struct World {
     clocks: [ClockSpec; SLOTS],
     tokens: [u128; SLOTS],
     incarnations: u32,
-    granted: Vec<Granted>,
+    /// What the judge is given: the leases held at every check.
+    history: Vec<Record>,
+    /// Per slot, the lease last written as held: (worker, i, n, token).
+    written: [Option<(String, u32, u32, u64)>; SLOTS],
 }
 
 /// A local clock reading at true time `t`: monotone, rate error `drift_ppm`.
 fn local_of(offset_us: u64, drift_ppm: i64, t: u64) -> u64 {
     let t = t as i128;
     (offset_us as i128 + t + t * drift_ppm as i128 / 1_000_000) as u64
-}
-
-fn gcd(a: u32, b: u32) -> u32 {
-    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 impl Proc {
@@ -237,22 +234,7 @@ impl World {
                 ));
             }
             while let Some(e) = p.worker.poll_event() {
-                if let Some(lease) = p.app.on_event(e, now) {
-                    let who = (slot, p.incarnation);
-                    for g in &self.granted {
-                        let (a, b) = (g.lease.slot(), lease.slot());
-                        let shares = a.i() % gcd(a.n(), b.n()) == b.i() % gcd(a.n(), b.n());
-                        if g.who != who && shares {
-                            assert!(
-                                lease.token() >= g.lease.token() + 2,
-                                "fencing: {who:?} got {lease:?} after {:?} got {:?}",
-                                g.who,
-                                g.lease
-                            );
-                        }
-                    }
-                    self.granted.push(Granted { who, lease });
-                }
+                let _granted: Option<Lease> = p.app.on_event(e, now);
             }
             p.app
                 .check_worker(&p.worker, now, Duration::from_micros(self.l_us));
@@ -300,26 +282,45 @@ impl World {
         self.drive(slot);
     }
 
-    /// The exclusivity check at the current true instant.
-    fn check(&self) {
-        let mut held: Vec<(usize, u32, u32)> = Vec::new();
-        for (slot, p) in self.procs.iter().enumerate() {
-            let Some(p) = p else { continue };
-            let now = self.instant(p.local(self.now));
-            if let Some(l) = p.worker.lease_at(now) {
-                held.push((slot, l.i(), l.n()));
+    /// Writes what every live worker holds at the current true instant
+    /// into the history: a lease that appeared is an `own`, one that is gone
+    /// or was replaced (a renewal, a new pair) a `release`, both at `now`.
+    /// Two leases overlap in the history exactly when both were held at
+    /// one of these instants.
+    fn observe(&mut self) {
+        for slot in 0..SLOTS {
+            let held = self.procs[slot].as_ref().and_then(|p| {
+                let now = self.instant(p.local(self.now));
+                let l = p.worker.lease_at(now)?;
+                let name = format!("w{slot}.{}", p.incarnation);
+                Some((name, l.i(), l.n(), l.token()))
+            });
+            if held == self.written[slot] {
+                continue;
             }
-        }
-        for (x, a) in held.iter().enumerate() {
-            for b in &held[x + 1..] {
-                assert_eq!(
-                    a.2, b.2,
-                    "two holders with different n at t={}: {held:?}",
-                    self.now
-                );
-                assert_ne!(a.1, b.1, "two holders of one i at t={}: {held:?}", self.now);
+            if let Some((name, i, n, _)) = self.written[slot].take() {
+                self.history.push(Record::release(name, i, n, self.now));
             }
+            if let Some((name, i, n, token)) = &held {
+                self.history
+                    .push(Record::own(name.clone(), *i, *n, *token, self.now));
+            }
+            self.written[slot] = held;
         }
+    }
+
+    /// The judge's verdict on the whole run.
+    fn judge(&self) {
+        let checker = lease_history::Checker::new(&self.history, Some(self.now));
+        let summary = checker.summary();
+        let found: Vec<String> = checker
+            .violations()
+            .iter()
+            .map(ToString::to_string)
+            .chain(checker.fencing_violations().iter().map(ToString::to_string))
+            .chain(checker.anomalies().iter().map(ToString::to_string))
+            .collect();
+        assert!(summary.is_ok(), "{summary}\n{}", found.join("\n"));
     }
 
     fn msg(&self, pick: u8) -> Option<usize> {
@@ -412,7 +413,7 @@ impl World {
             Op::Steps(n) => {
                 for _ in 0..(n % 64) {
                     self.step();
-                    self.check();
+                    self.observe();
                 }
             }
             Op::Advance(us) => self.now += u64::from(us) % four_l,
@@ -539,15 +540,17 @@ fuzz_target!(|input: Input| {
         clocks: input.clocks,
         tokens: input.tokens,
         incarnations: 0,
-        granted: Vec::new(),
+        history: Vec::new(),
+        written: [None, None, None],
     };
     let n = if input.third { 3 } else { 2 };
     for slot in 0..n {
         world.start(slot);
     }
-    world.check();
+    world.observe();
     for op in input.ops {
         world.apply(op);
-        world.check();
+        world.observe();
     }
+    world.judge();
 });

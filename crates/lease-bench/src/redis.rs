@@ -120,7 +120,7 @@ pub fn info(server: &RedisServer, section: &str) -> Vec<(String, String)> {
     let text = server
         .command(&["INFO", section])
         .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
+        .and_then(|v| redis::from_redis_value::<String>(v).ok())
         .unwrap_or_default();
     text.lines()
         .filter_map(|l| l.split_once(':'))

@@ -53,8 +53,7 @@ impl Steady {
     pub fn new(mode: Mode, interval: Duration, i: u32, n: u32) -> Self {
         let t0 = Instant::now();
         let options = Options::new("g", interval).with_mode(mode);
-        let worker =
-            Worker::new(&options, Token::seeded(0x5eed, 0), t0).expect("valid options");
+        let worker = Worker::new(&options, Token::seeded(0x5eed, 0), t0).expect("valid options");
         let interval_us = interval.as_micros() as i64;
         let mut s = Self {
             worker,

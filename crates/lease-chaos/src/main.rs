@@ -18,21 +18,17 @@
 //!
 //! `docs/reliability.md` describes every fault and what it checks.
 
-mod adapters;
 mod faults;
-mod proxy;
 mod report;
 mod run;
-mod sink;
-mod worker;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use lease_chaos::harness::AdapterKind;
 use lease_core::Mode;
 
-use crate::adapters::AdapterKind;
 use crate::faults::FaultSet;
 
 /// Fault injection against a real Redis: a group of workers behind a
@@ -65,8 +61,8 @@ pub(crate) struct Args {
     /// Where to write the SVG timeline of the run.
     #[arg(long)]
     pub(crate) svg: Option<PathBuf>,
-    /// The adapter the workers use.
-    #[arg(long, value_enum, default_value = "redis")]
+    /// The adapter the workers use: redis, fred or smol.
+    #[arg(long, default_value = "redis")]
     pub(crate) adapter: AdapterKind,
     /// Counting mode. Ranked by default: in Arrival mode a Redis restart
     /// inside an interval can hand one index to two workers (a documented

@@ -8,14 +8,21 @@
 //! - **blackhole**: nothing is delivered in either direction until it is
 //!   lifted; then the held bytes arrive late, or the link's connections are
 //!   reset instead (as a TCP connection that gave up would be);
-//! - **reset after the request**: the next registration (`EVALSHA`/`EVAL`)
-//!   is delivered to Redis, and when the reply comes back the connection is
-//!   reset instead (a lost reply: Redis executed the request);
+//! - **lose the next reply**: the next registration (`EVALSHA`/`EVAL`) is
+//!   delivered to Redis, and when the reply comes back the connection is
+//!   reset instead (a lost reply: Redis executed the request); the proxy
+//!   then counts how often the same command is sent again (a client's own
+//!   re-send);
 //! - the Redis-side address of each connection, for `CLIENT KILL`.
 //!
+//! Commands are recognised by decoding the client's bytes as RESP with
+//! `redis-protocol` (the parser fred is built on), so a registration is
+//! found however the client's writes are split into chunks.
+//!
 //! The proxy runs on a small runtime of its own, so that stalling a
-//! worker's thread never stalls anyone else's traffic. Everything stays on
-//! loopback.
+//! worker's thread never stalls anyone else's traffic, and so that it can be
+//! used beside any runtime, from inside one too (fred's tests use it from
+//! tokio). Everything stays on loopback.
 
 use std::collections::HashMap;
 use std::io;
@@ -36,31 +43,41 @@ use tokio_util::sync::CancellationToken;
 
 /// The proxy: one runtime serving every link, all to one upstream.
 #[derive(Debug)]
-pub(crate) struct Proxy {
-    runtime: Runtime,
+pub struct Proxy {
+    runtime: Option<Runtime>,
     upstream: SocketAddr,
 }
 
 impl Proxy {
     /// A proxy to `upstream` (the Redis server).
-    pub(crate) fn new(upstream: SocketAddr) -> io::Result<Self> {
+    pub fn new(upstream: SocketAddr) -> io::Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("chaos-proxy")
             .enable_all()
             .build()?;
-        Ok(Self { runtime, upstream })
+        Ok(Self {
+            runtime: Some(runtime),
+            upstream,
+        })
     }
 
     /// A new link (a listener on a free loopback port); `seed` drives its
     /// jitter.
-    pub(crate) fn link(&self, seed: u64) -> io::Result<Link> {
-        let listener = self.runtime.block_on(TcpListener::bind("127.0.0.1:0"))?;
+    pub fn link(&self, seed: u64) -> io::Result<Link> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let ctl = Arc::new(LinkCtl::new(seed));
         let upstream = self.upstream;
         let accepting = ctl.clone();
-        let accept = self.runtime.spawn(async move {
+        let Some(runtime) = &self.runtime else {
+            return Err(io::Error::other("the proxy has shut down"));
+        };
+        let accept = runtime.spawn(async move {
+            let Ok(listener) = TcpListener::from_std(listener) else {
+                return;
+            };
             loop {
                 match listener.accept().await {
                     Ok((client, _)) => {
@@ -74,18 +91,29 @@ impl Proxy {
     }
 }
 
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        // Without blocking: a proxy may be dropped inside another runtime.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
 /// Latency added to each direction of a link: `one_way` plus a uniform
 /// jitter in `[-jitter, +jitter]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Latency {
-    pub(crate) one_way: Duration,
-    pub(crate) jitter: Duration,
+pub struct Latency {
+    /// The delay each way.
+    pub one_way: Duration,
+    /// The most the delay varies, either way.
+    pub jitter: Duration,
 }
 
 /// One worker's link (see the module documentation). Dropping it stops
 /// accepting and resets its connections.
 #[derive(Debug)]
-pub(crate) struct Link {
+pub struct Link {
     addr: SocketAddr,
     ctl: Arc<LinkCtl>,
     accept: JoinHandle<()>,
@@ -93,44 +121,61 @@ pub(crate) struct Link {
 
 impl Link {
     /// The URL the worker connects to.
-    pub(crate) fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("redis://{}/", self.addr)
     }
 
+    /// The address the link listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// Sets or clears the added latency.
-    pub(crate) fn set_latency(&self, latency: Option<Latency>) {
+    pub fn set_latency(&self, latency: Option<Latency>) {
         self.ctl.state().latency = latency;
     }
 
     /// Holds every byte in both directions until `until` (or until
     /// [`Link::lift_blackhole`]).
-    pub(crate) fn blackhole(&self, until: Instant) {
+    pub fn blackhole(&self, until: Instant) {
         self.ctl.state().blackhole_until = Some(until);
     }
 
     /// Lets held bytes through again.
-    pub(crate) fn lift_blackhole(&self) {
+    pub fn lift_blackhole(&self) {
         self.ctl.state().blackhole_until = None;
     }
 
-    /// Arms a reset after the next registration reaches Redis.
-    pub(crate) fn arm_reset(&self) {
+    /// Loses the reply of the next registration: it reaches Redis, and the
+    /// connection is reset when the reply comes back.
+    pub fn lose_next_reply(&self) {
         self.ctl.state().reset_armed = true;
     }
 
-    /// Disarms a reset that did not happen; `true` if it was still armed.
-    pub(crate) fn disarm_reset(&self) -> bool {
+    /// Disarms a loss that did not happen; `true` if it was still armed.
+    pub fn disarm(&self) -> bool {
         std::mem::take(&mut self.ctl.state().reset_armed)
     }
 
+    /// Whether a registration was executed and its reply lost.
+    pub fn lost_reply(&self) -> bool {
+        self.ctl.state().lost.is_some()
+    }
+
+    /// How many times the registration whose reply was lost was sent again,
+    /// the same command byte for byte, afterwards.
+    pub fn resent(&self) -> u64 {
+        self.ctl.state().resent
+    }
+
     /// Resets every connection of the link now; returns how many.
-    pub(crate) fn reset_all(&self) -> usize {
+    pub fn reset_all(&self) -> usize {
         self.ctl.reset_all()
     }
 
     /// The Redis-side client addresses (`ip:port` as `CLIENT LIST` shows
     /// them) of the link's connections.
-    pub(crate) fn upstream_addrs(&self) -> Vec<SocketAddr> {
+    pub fn upstream_addrs(&self) -> Vec<SocketAddr> {
         let mut addrs: Vec<SocketAddr> = self
             .ctl
             .state()
@@ -143,7 +188,7 @@ impl Link {
     }
 
     /// Connections accepted so far, and connections reset by a fault.
-    pub(crate) fn counts(&self) -> (u64, u64) {
+    pub fn counts(&self) -> (u64, u64) {
         (
             self.ctl.accepted.load(Ordering::Relaxed),
             self.ctl.resets.load(Ordering::Relaxed),
@@ -169,6 +214,10 @@ struct LinkState {
     latency: Option<Latency>,
     blackhole_until: Option<Instant>,
     reset_armed: bool,
+    /// The registration whose reply was lost (its arguments).
+    lost: Option<Vec<Vec<u8>>>,
+    /// How often it was sent again since.
+    resent: u64,
     conns: HashMap<u64, Conn>,
     rng: ChaCha8Rng,
 }
@@ -188,6 +237,8 @@ impl LinkCtl {
                 latency: None,
                 blackhole_until: None,
                 reset_armed: false,
+                lost: None,
+                resent: 0,
                 conns: HashMap::new(),
                 rng: ChaCha8Rng::seed_from_u64(seed),
             }),
@@ -234,11 +285,17 @@ impl LinkCtl {
         }
     }
 
-    /// Takes the armed reset if `chunk` carries a registration.
-    fn take_reset(&self, chunk: &[u8]) -> bool {
+    /// Looks at one command the client sent: counts a re-send of the lost
+    /// registration, and takes the armed loss if this is a registration
+    /// (`true`: its reply must be lost).
+    fn inspect(&self, command: Vec<Vec<u8>>) -> bool {
         let mut state = self.state();
-        if state.reset_armed && chunk.windows(4).any(|w| w == b"EVAL") {
+        if state.lost.as_ref() == Some(&command) {
+            state.resent += 1;
+            false
+        } else if state.reset_armed && is_registration(&command) {
             state.reset_armed = false;
+            state.lost = Some(command);
             true
         } else {
             false
@@ -340,12 +397,16 @@ async fn pump(
         }
     };
     let write = async {
+        let mut commands = Commands::default();
         while let Some((at, buf)) = rx.recv().await {
             tokio::time::sleep_until(at.into()).await;
             ctl.wait_blackhole().await;
             match dir {
                 Dir::Up => {
-                    let reset = ctl.take_reset(&buf);
+                    let mut reset = false;
+                    for command in commands.feed(&buf) {
+                        reset |= ctl.inspect(command);
+                    }
                     if to.write_all(&buf).await.is_err() {
                         return;
                     }
@@ -373,6 +434,58 @@ async fn pump(
         () = &mut write => {}
         // The reader saw the end: deliver what is still queued, then stop.
         () = &mut read => write.await,
+    }
+}
+
+/// Whether a command is a registration (`EVALSHA` or `EVAL`).
+fn is_registration(command: &[Vec<u8>]) -> bool {
+    command.first().is_some_and(|name| {
+        name.eq_ignore_ascii_case(b"EVALSHA") || name.eq_ignore_ascii_case(b"EVAL")
+    })
+}
+
+/// The commands of one connection's client-to-server byte stream, decoded
+/// as RESP2 frames as the bytes arrive (a frame may span chunks).
+#[derive(Debug, Default)]
+struct Commands {
+    pending: Vec<u8>,
+    /// The stream is not RESP (a test's raw bytes): stop looking.
+    opaque: bool,
+}
+
+impl Commands {
+    /// The commands completed by `chunk`: each an array of bulk strings.
+    fn feed(&mut self, chunk: &[u8]) -> Vec<Vec<Vec<u8>>> {
+        use redis_protocol::resp2::decode::decode;
+        use redis_protocol::resp2::types::OwnedFrame;
+        let mut out = Vec::new();
+        if self.opaque {
+            return out;
+        }
+        self.pending.extend_from_slice(chunk);
+        loop {
+            match decode(&self.pending) {
+                Ok(Some((frame, used))) => {
+                    self.pending.drain(..used);
+                    if let OwnedFrame::Array(items) = frame {
+                        let args = items
+                            .into_iter()
+                            .filter_map(|item| match item {
+                                OwnedFrame::BulkString(b) | OwnedFrame::SimpleString(b) => Some(b),
+                                _ => None,
+                            })
+                            .collect();
+                        out.push(args);
+                    }
+                }
+                Ok(None) => return out,
+                Err(_) => {
+                    self.opaque = true;
+                    self.pending = Vec::new();
+                    return out;
+                }
+            }
+        }
     }
 }
 
@@ -474,10 +587,12 @@ mod tests {
         let proxy = Proxy::new(echo_server()).unwrap();
         let link = proxy.link(4).unwrap();
         let mut s = connect(&link);
-        link.arm_reset();
+        link.lose_next_reply();
         // Not a registration: passes.
-        assert_eq!(round_trip(&mut s, b"PING").unwrap(), b"PING");
-        let err = round_trip(&mut s, b"EVALSHA abc").unwrap_err();
+        let ping = redis::cmd("PING").get_packed_command();
+        assert_eq!(round_trip(&mut s, &ping).unwrap(), ping);
+        let evalsha = redis::cmd("EVALSHA").arg("abc").arg(0).get_packed_command();
+        let err = round_trip(&mut s, &evalsha).unwrap_err();
         assert!(
             matches!(
                 err.kind(),
@@ -485,11 +600,38 @@ mod tests {
             ),
             "{err}"
         );
-        assert!(!link.disarm_reset(), "the reset was used");
+        assert!(!link.disarm(), "the reset was used");
+        assert!(link.lost_reply());
         assert_eq!(link.counts().1, 1);
-        // A new connection works.
+        // A new connection works, and sending the same command again is a
+        // re-send; another command is not.
         let mut s = connect(&link);
-        assert_eq!(round_trip(&mut s, b"again").unwrap(), b"again");
+        assert_eq!(round_trip(&mut s, &evalsha).unwrap(), evalsha);
+        assert_eq!(round_trip(&mut s, &ping).unwrap(), ping);
+        assert_eq!(link.resent(), 1);
+    }
+
+    #[test]
+    fn commands_are_decoded_across_chunks() {
+        let packed = redis::cmd("EVALSHA")
+            .arg("abc")
+            .arg(1)
+            .arg("k")
+            .get_packed_command();
+        let mut commands = Commands::default();
+        let (a, b) = packed.split_at(7);
+        assert!(commands.feed(a).is_empty(), "incomplete");
+        let mut both = b.to_vec();
+        both.extend_from_slice(&redis::cmd("PING").get_packed_command());
+        let got = commands.feed(&both);
+        assert_eq!(got.len(), 2);
+        assert!(is_registration(&got[0]));
+        assert_eq!(got[0][3], b"k");
+        assert!(!is_registration(&got[1]));
+        // Raw bytes that are not RESP are let through, unexamined.
+        let mut raw = Commands::default();
+        assert!(raw.feed(b"EVALSHA abc\r\n").is_empty());
+        assert!(raw.feed(&packed).is_empty());
     }
 
     #[test]

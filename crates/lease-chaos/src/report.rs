@@ -19,10 +19,10 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use lease_sim::checker::{Checker, Coverage, HoldingEnd, Summary};
+use lease_history::checker::{Checker, Coverage, HoldingEnd, Summary, percentile};
 
 use crate::faults::FaultKind;
-use crate::sink::SinkStats;
+use lease_chaos::sink::SinkStats;
 
 /// One injected fault.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,14 +67,6 @@ impl KindStats {
     pub(crate) fn recovery_max_us(&self) -> Option<u64> {
         self.recoveries_us.last().copied()
     }
-}
-
-fn percentile(sorted: &[u64], pct: usize) -> Option<u64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = (pct * sorted.len()).div_ceil(100).max(1);
-    sorted.get(rank - 1).copied()
 }
 
 /// The time from `from_us` to the start of the full coverage that lasts
@@ -330,7 +322,7 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lease_sim::history::Record;
+    use lease_history::Record;
 
     #[test]
     fn recovery_is_the_start_of_the_last_covered_span() {

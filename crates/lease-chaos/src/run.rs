@@ -1,45 +1,30 @@
-//! The controller: starts Redis, the proxy and the workers, injects faults
-//! one at a time, records the history and checks it.
+//! The controller: starts Redis, the proxy and the workers (through the
+//! harness, which records the history), injects faults one at a time, and
+//! has the history judged.
 //!
 //! Timing. Every instant of the history is the host's monotonic clock
 //! ([`Instant`]) in microseconds since one origin taken before anything
-//! starts. A worker thread stamps what its loop receives the moment it
-//! receives it; the controller only writes the lines:
-//!
-//! - `own` at the instant the loop received the pair;
-//! - `release` at the instant the lease really ended: the earlier of the
-//!   instant the loop was handed the idle pair and the lease's deadline
-//!   ([`Lease::deadline`], which a release pulls back to the release
-//!   itself), so a stalled worker writes its deadline, not its wake-up;
-//! - at a crash or the end of a cancelled worker, the instant it stood down
-//!   (again at most the deadline);
-//! - never before the `own` it closes.
+//! starts; the harness says what it records when (`lease_chaos::harness`).
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::BufWriter;
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::mpsc::{self, Receiver, Sender};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use futures::channel::mpsc::UnboundedSender;
-use lease_core::Lease;
-use lease_sim::checker::Checker;
-use lease_sim::history::{HistoryWriter, LeaveHow, Record};
-use lease_sim::timeline::{TimelineOptions, svg_with};
+use lease_chaos::harness::{Control, Happened, Harness, HarnessError, Work, WorkerId};
+use lease_chaos::proxy::{Latency, Link, Proxy};
+use lease_chaos::sink::FencingSink;
+use lease_history::timeline::{TimelineOptions, svg_with};
+use lease_history::{Checker, HistoryWriter, Record};
 use lease_testkit::RedisServer;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tokio_util::sync::CancellationToken;
 
 use crate::Args;
-use crate::adapters::WorkerSpec;
 use crate::faults::FaultKind;
-use crate::proxy::{Latency, Link, Proxy};
 use crate::report::{FaultRun, Report, Setup, per_kind};
-use crate::sink::FencingSink;
-use crate::worker::{Control, Msg, WorkerCtx};
 
 /// The group needs to be fully covered this many intervals before the next
 /// fault (or the first one) is injected...
@@ -47,34 +32,75 @@ const SETTLED_INTERVALS: u32 = 2;
 /// ... unless this many intervals passed since the last fault ended.
 const MAX_WAIT_INTERVALS: u32 = 15;
 
+/// Why a run could not be done (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ChaosError {
+    /// The options do not describe a valid run.
+    #[error("invalid options: {0}")]
+    Options(#[from] lease_core::OptionsError),
+    /// Another flag is out of range.
+    #[error("invalid options: {0}")]
+    Usage(String),
+    /// The Redis server could not be started, or a command to it failed.
+    #[error("{what}: {source}")]
+    Redis {
+        /// What was being done.
+        what: &'static str,
+        /// Why it failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The proxy could not start or open a link.
+    #[error("the proxy: {0}")]
+    Proxy(#[source] std::io::Error),
+    /// A file could not be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The harness failed.
+    #[error(transparent)]
+    Harness(#[from] HarnessError),
+}
+
+fn redis_error(what: &'static str) -> impl FnOnce(std::io::Error) -> ChaosError {
+    move |source| ChaosError::Redis { what, source }
+}
+
 /// Runs the whole chaos run of `args` and returns its report.
-pub(crate) fn run(args: &Args) -> Result<Report, String> {
+pub(crate) fn run(args: &Args) -> Result<Report, ChaosError> {
     let interval = Duration::from_millis(args.interval);
     let options = lease_core::Options::new("chaos", interval)
         .with_gap(args.gap)
         .with_mode(args.mode);
-    options.validate().map_err(|e| e.to_string())?;
+    options.validate()?;
     if !(args.duration.is_finite() && args.duration > 0.0) {
-        return Err(format!(
+        return Err(ChaosError::Usage(format!(
             "--duration must be a positive number of seconds, got {}",
             args.duration
-        ));
+        )));
     }
     if args
         .stall_intervals
         .iter()
         .any(|x| !(x.is_finite() && *x > 0.0))
     {
-        return Err("stall lengths must be positive".into());
+        return Err(ChaosError::Usage("stall lengths must be positive".into()));
     }
-    let server = RedisServer::start().map_err(|e| format!("cannot start redis-server: {e}"))?;
-    let proxy = Proxy::new(server.addr()).map_err(|e| format!("cannot start the proxy: {e}"))?;
-    let file = File::create(&args.history)
-        .map_err(|e| format!("cannot create {}: {e}", args.history.display()))?;
+    let server = RedisServer::start().map_err(redis_error("cannot start redis-server"))?;
+    let proxy = Proxy::new(server.addr()).map_err(ChaosError::Proxy)?;
+    let file = File::create(&args.history).map_err(|source| ChaosError::Write {
+        path: args.history.clone(),
+        source,
+    })?;
     eprintln!(
         "lease-chaos: redis-server on {}, adapter {}, {} workers, interval {} ms, mode {}, faults {}, seed {}, {} s; history {}",
         server.addr(),
-        args.adapter.as_str(),
+        args.adapter,
         args.workers,
         args.interval,
         args.mode,
@@ -83,30 +109,33 @@ pub(crate) fn run(args: &Args) -> Result<Report, String> {
         args.duration,
         args.history.display()
     );
-    let (tx, rx) = mpsc::channel();
     let origin = Instant::now();
+    let tick = (interval / 10).max(Duration::from_millis(2));
+    let sink = Arc::new(FencingSink::new(args.tasks));
+    let work = Work {
+        sink: sink.clone(),
+        tasks: args.tasks,
+        tick,
+    };
+    let mut harness = Harness::new(args.adapter, options, origin)
+        .with_work(work)
+        .with_history_file(HistoryWriter::new(BufWriter::new(file)));
+    if args.sabotage_release {
+        harness = harness.with_sabotaged_releases();
+    }
     let chaos = Chaos {
         args,
         interval,
         gap: interval.mul_f64(args.gap),
-        tick: (interval / 10).max(Duration::from_millis(2)),
-        options,
+        tick,
         server,
         proxy,
-        sink: Arc::new(FencingSink::new(args.tasks)),
-        rec: Recorder {
-            origin,
-            out: HistoryWriter::new(BufWriter::new(file)),
-            records: Vec::new(),
-            last_flush: origin,
-        },
+        sink,
+        harness,
         rng: ChaCha8Rng::seed_from_u64(args.seed),
-        tx,
-        rx,
         seats: Vec::new(),
-        workers: BTreeMap::new(),
+        instances: BTreeMap::new(),
         names: BTreeMap::new(),
-        next_id: 0,
         pending: Vec::new(),
         next_seq: 0,
         faults: Vec::new(),
@@ -121,81 +150,27 @@ pub(crate) fn run(args: &Args) -> Result<Report, String> {
     chaos.go()
 }
 
-/// Writes the history as it happens and keeps it for the checker.
-struct Recorder {
-    origin: Instant,
-    out: HistoryWriter<BufWriter<File>>,
-    records: Vec<Record>,
-    last_flush: Instant,
-}
-
-impl Recorder {
-    fn us(&self, at: Instant) -> u64 {
-        u64::try_from(at.saturating_duration_since(self.origin).as_micros()).unwrap_or(u64::MAX)
-    }
-
-    fn push(&mut self, record: Record) -> Result<(), String> {
-        self.out
-            .write(&record)
-            .map_err(|e| format!("writing the history: {e}"))?;
-        self.records.push(record);
-        if self.last_flush.elapsed() >= Duration::from_secs(1) {
-            self.flush()?;
-        }
-        Ok(())
-    }
-
-    fn flush(&mut self) -> Result<(), String> {
-        self.last_flush = Instant::now();
-        self.out
-            .flush()
-            .map_err(|e| format!("writing the history: {e}"))
-    }
-
-    /// The release line of `lease` held since `own_us`, which ended at
-    /// `ended` unless its deadline came first.
-    fn release(
-        &mut self,
-        name: &str,
-        lease: &Lease,
-        own_us: u64,
-        ended: Instant,
-    ) -> Result<(), String> {
-        let at_us = self.us(ended.min(lease.deadline())).max(own_us);
-        self.push(Record::release(name, lease.i(), lease.n(), at_us))
-    }
-}
-
 /// A place in the group: the base workers' seats and the burst seats. A seat
 /// keeps its name across restarts of its worker.
 struct Seat {
     name: String,
-    current: Option<u64>,
+    current: Option<WorkerId>,
 }
 
-/// One running worker instance.
-struct Live {
+/// One worker instance as the controller sees it: its seat and its link.
+struct Instance {
     seat: usize,
-    name: String,
-    control: UnboundedSender<Control>,
     link: Link,
-    thread: Option<JoinHandle<()>>,
-    held: Option<(Lease, u64)>,
-    /// The thread said it ended (or was given up on).
-    gone: bool,
-    /// A crash or cancel order was sent.
-    leaving: bool,
 }
 
 /// Something the controller must do later, for a fault.
 #[derive(Debug)]
 enum Action {
     Spawn { seat: usize },
-    Crash { id: u64 },
-    Cancel { id: u64 },
-    ClearLatency { id: u64 },
-    LiftBlackhole { id: u64, reset: bool },
-    DisarmReset { id: u64 },
+    Cancel { id: WorkerId },
+    ClearLatency { id: WorkerId },
+    LiftBlackhole { id: WorkerId, reset: bool },
+    DisarmReset { id: WorkerId },
 }
 
 struct Pending {
@@ -205,24 +180,31 @@ struct Pending {
     action: Action,
 }
 
+/// The random draws behind one fault, all made whatever the kind, so that
+/// the sequence of kinds depends on the seed alone.
+struct Draw {
+    kind: FaultKind,
+    pick: u64,
+    a: usize,
+    coin: bool,
+    x: f64,
+}
+
 struct Chaos<'a> {
     args: &'a Args,
     interval: Duration,
     gap: Duration,
     tick: Duration,
-    options: lease_core::Options,
     server: RedisServer,
     proxy: Proxy,
     sink: Arc<FencingSink>,
-    rec: Recorder,
+    harness: Harness,
     rng: ChaCha8Rng,
-    tx: Sender<Msg>,
-    rx: Receiver<Msg>,
     seats: Vec<Seat>,
-    workers: BTreeMap<u64, Live>,
+    /// The running instances' seats and links.
+    instances: BTreeMap<WorkerId, Instance>,
     /// Every instance's name, for reports.
-    names: BTreeMap<u64, String>,
-    next_id: u64,
+    names: BTreeMap<WorkerId, String>,
     pending: Vec<Pending>,
     next_seq: u64,
     faults: Vec<FaultRun>,
@@ -247,7 +229,12 @@ impl Chaos<'_> {
         self.interval.mul_f64(intervals)
     }
 
-    fn go(mut self) -> Result<Report, String> {
+    /// `d` in intervals, for fault details.
+    fn in_l(&self, d: Duration) -> f64 {
+        d.as_secs_f64() / self.interval.as_secs_f64()
+    }
+
+    fn go(mut self) -> Result<Report, ChaosError> {
         let base = self.args.workers as usize;
         let burst = base.div_ceil(2);
         for k in 0..base + burst {
@@ -259,10 +246,10 @@ impl Chaos<'_> {
         for seat in 0..base {
             self.spawn(seat)?;
         }
-        let end = self.rec.origin + Duration::from_secs_f64(self.args.duration);
+        let end = self.harness.origin() + Duration::from_secs_f64(self.args.duration);
         loop {
-            while let Ok(msg) = self.rx.try_recv() {
-                self.receive(msg)?;
+            while let Some(happened) = self.harness.next(Duration::ZERO)? {
+                self.seen(happened);
             }
             let now = Instant::now();
             self.run_due(now)?;
@@ -281,8 +268,8 @@ impl Chaos<'_> {
                     at.saturating_duration_since(now)
                 })
                 .min(Duration::from_millis(10));
-            if let Ok(msg) = self.rx.recv_timeout(next) {
-                self.receive(msg)?;
+            if let Some(happened) = self.harness.next(next)? {
+                self.seen(happened);
             }
         }
         self.shutdown()
@@ -292,149 +279,50 @@ impl Chaos<'_> {
 
     /// Starts a worker on `seat`; `false` if the seat's previous worker has
     /// not ended yet.
-    fn spawn(&mut self, seat: usize) -> Result<bool, String> {
+    fn spawn(&mut self, seat: usize) -> Result<bool, ChaosError> {
         if self.seats[seat].current.is_some() {
             return Ok(false);
         }
-        let id = self.next_id;
-        self.next_id += 1;
         let link = self
             .proxy
             .link(self.rng.random())
-            .map_err(|e| format!("cannot open a proxy link: {e}"))?;
-        let (control, inbox) = futures::channel::mpsc::unbounded();
-        let ctx = WorkerCtx {
-            id,
-            control: inbox,
-            events: self.tx.clone(),
-            sink: self.sink.clone(),
-            tasks: self.args.tasks,
-            tick: self.tick,
-            cancel: CancellationToken::new(),
-        };
-        let spec = WorkerSpec {
-            url: link.url(),
-            options: self.options.clone(),
-            ctx,
-        };
+            .map_err(ChaosError::Proxy)?;
         let name = self.seats[seat].name.clone();
-        let at = self.rec.us(Instant::now());
-        self.rec.push(Record::join(&name, at))?;
-        let thread = self
-            .args
-            .adapter
-            .spawn(&name, spec)
-            .map_err(|e| format!("cannot start a worker thread: {e}"))?;
+        let id = self.harness.spawn(&name, link.url())?;
         self.seats[seat].current = Some(id);
-        self.names.insert(id, name.clone());
-        self.workers.insert(
-            id,
-            Live {
-                seat,
-                name,
-                control,
-                link,
-                thread: Some(thread),
-                held: None,
-                gone: false,
-                leaving: false,
-            },
-        );
+        self.names.insert(id, name);
+        self.instances.insert(id, Instance { seat, link });
         Ok(true)
     }
 
-    fn receive(&mut self, msg: Msg) -> Result<(), String> {
-        match msg {
-            Msg::Pair { id, pair, at } => {
-                let Some(w) = self.workers.get_mut(&id).filter(|w| !w.gone) else {
-                    return Ok(());
-                };
-                match pair {
-                    Some(lease) => {
-                        // A second pair without the idle one in between is
-                        // written as it came: the checker reports it.
-                        let at_us = self.rec.us(at);
-                        self.rec.push(Record::own(
-                            &w.name,
-                            lease.i(),
-                            lease.n(),
-                            lease.token(),
-                            at_us,
-                        ))?;
-                        w.held = Some((lease, at_us));
-                    }
-                    None => {
-                        if let Some((lease, own_us)) = w.held.take() {
-                            if self.args.sabotage_release {
-                                let at_us = self.rec.us(at).max(own_us);
-                                self.rec.push(Record::release(
-                                    &w.name,
-                                    lease.i(),
-                                    lease.n(),
-                                    at_us,
-                                ))?;
-                            } else {
-                                self.rec.release(&w.name, &lease, own_us, at)?;
-                            }
-                        }
-                    }
-                }
-            }
-            Msg::Ended { id, at } => self.left(id, LeaveHow::Cancel, at)?,
-            Msg::Crashed { id, at } => self.left(id, LeaveHow::Crash, at)?,
-            Msg::Failed { id, error } => {
-                let name = self.names.get(&id).cloned().unwrap_or_default();
+    /// What the harness recorded: a worker that ended frees its seat, one
+    /// that could not start is noted.
+    fn seen(&mut self, happened: Happened) {
+        let id = match happened {
+            Happened::Left { id, .. } => id,
+            Happened::Failed { id, name, error } => {
                 self.notes.push(format!("worker {name} failed: {error}"));
                 eprintln!("lease-chaos: worker {name} failed: {error}");
-                self.left(id, LeaveHow::Crash, Instant::now())?;
+                id
             }
-        }
-        Ok(())
-    }
-
-    /// Worker `id` ended at `at`: its lease (if any) ends then, at the latest.
-    fn left(&mut self, id: u64, how: LeaveHow, at: Instant) -> Result<(), String> {
-        let Some(w) = self.workers.get_mut(&id).filter(|w| !w.gone) else {
-            return Ok(());
+            Happened::Own { .. } | Happened::Release { .. } => return,
         };
-        w.gone = true;
-        if let Some((lease, own_us)) = w.held.take() {
-            self.rec.release(&w.name, &lease, own_us, at)?;
+        if let Some(seat) = self.instances.get(&id).map(|i| i.seat)
+            && self.seats[seat].current == Some(id)
+        {
+            self.seats[seat].current = None;
         }
-        let at_us = self.rec.us(at);
-        self.rec.push(Record::leave(&w.name, how, at_us))?;
-        if self.seats[w.seat].current == Some(id) {
-            self.seats[w.seat].current = None;
-        }
-        Ok(())
     }
 
-    /// Joins the threads of workers that ended and forgets them.
+    /// Forgets the workers whose threads ended, adding up their links'
+    /// connection counts.
     fn reap(&mut self) {
-        let done: Vec<u64> = self
-            .workers
-            .iter()
-            .filter(|(_, w)| w.gone && w.thread.as_ref().is_none_or(JoinHandle::is_finished))
-            .map(|(id, _)| *id)
-            .collect();
-        for id in done {
-            if let Some(mut w) = self.workers.remove(&id) {
-                if let Some(thread) = w.thread.take() {
-                    let _ = thread.join();
-                }
-                let (connections, resets) = w.link.counts();
+        for id in self.harness.reap() {
+            if let Some(instance) = self.instances.remove(&id) {
+                let (connections, resets) = instance.link.counts();
                 self.proxy_counts.0 += connections;
                 self.proxy_counts.1 += resets;
             }
-        }
-    }
-
-    fn send(&mut self, id: u64, control: Control) {
-        if let Some(w) = self.workers.get_mut(&id).filter(|w| !w.gone) {
-            if matches!(control, Control::Crash | Control::Cancel) {
-                w.leaving = true;
-            }
-            let _ = w.control.unbounded_send(control);
         }
     }
 
@@ -442,12 +330,11 @@ impl Chaos<'_> {
     /// one live worker, as the controller sees it.
     fn covered(&self, now: Instant) -> bool {
         let held: Vec<(u32, u32)> = self
-            .workers
-            .values()
-            .filter(|w| !w.gone)
-            .filter_map(|w| w.held.as_ref())
-            .filter(|(lease, _)| lease.is_valid_at(now))
-            .map(|(lease, _)| (lease.i(), lease.n()))
+            .harness
+            .workers()
+            .filter_map(|w| w.held)
+            .filter(|lease| lease.is_valid_at(now))
+            .map(|lease| (lease.i(), lease.n()))
             .collect();
         let Some(&(_, n)) = held.first() else {
             return false;
@@ -467,6 +354,10 @@ impl Chaos<'_> {
         }
     }
 
+    fn link(&self, id: WorkerId) -> Option<&Link> {
+        self.instances.get(&id).map(|i| &i.link)
+    }
+
     // --- faults --------------------------------------------------------
 
     fn later(&mut self, at: Instant, fault: Option<usize>, action: Action) {
@@ -480,7 +371,7 @@ impl Chaos<'_> {
     }
 
     /// Runs the pending actions that are due, in order.
-    fn run_due(&mut self, now: Instant) -> Result<(), String> {
+    fn run_due(&mut self, now: Instant) -> Result<(), ChaosError> {
         loop {
             let Some(k) = self
                 .pending
@@ -497,7 +388,7 @@ impl Chaos<'_> {
         }
     }
 
-    fn act(&mut self, p: Pending, now: Instant) -> Result<(), String> {
+    fn act(&mut self, p: Pending, now: Instant) -> Result<(), ChaosError> {
         match p.action {
             Action::Spawn { seat } => {
                 if !self.spawn(seat)? {
@@ -507,34 +398,32 @@ impl Chaos<'_> {
                     return Ok(());
                 }
             }
-            Action::Crash { id } => self.send(id, Control::Crash),
-            Action::Cancel { id } => self.send(id, Control::Cancel),
+            Action::Cancel { id } => self.harness.control(id, Control::Cancel),
             Action::ClearLatency { id } => {
-                if let Some(w) = self.workers.get(&id) {
-                    w.link.set_latency(None);
+                if let Some(link) = self.link(id) {
+                    link.set_latency(None);
                 }
             }
             Action::LiftBlackhole { id, reset } => {
-                if let Some(w) = self.workers.get(&id) {
+                if let Some(link) = self.link(id) {
                     if reset {
-                        w.link.reset_all();
+                        link.reset_all();
                     }
-                    w.link.lift_blackhole();
+                    link.lift_blackhole();
                 }
             }
             Action::DisarmReset { id } => {
-                if let Some(w) = self.workers.get(&id)
-                    && w.link.disarm_reset()
+                if let Some(link) = self.link(id)
+                    && link.disarm()
                 {
-                    self.notes.push(format!(
-                        "reset on {} was not used (no registration)",
-                        w.name
-                    ));
+                    let name = self.names.get(&id).cloned().unwrap_or_default();
+                    self.notes
+                        .push(format!("reset on {name} was not used (no registration)"));
                 }
             }
         }
         if let Some(f) = p.fault {
-            let at_us = self.rec.us(now);
+            let at_us = self.harness.us(now);
             let fault = &mut self.faults[f];
             fault.end_us = fault.end_us.max(at_us);
             self.last_fault_end = self.last_fault_end.max(now);
@@ -543,12 +432,12 @@ impl Chaos<'_> {
     }
 
     /// Injects the next fault if one is due and the group has settled.
-    fn maybe_inject(&mut self, now: Instant, end: Instant) -> Result<(), String> {
+    fn maybe_inject(&mut self, now: Instant, end: Instant) -> Result<(), ChaosError> {
         let settled = self.covered_since.is_some_and(|since| {
             now.saturating_duration_since(since) >= self.interval * SETTLED_INTERVALS
         });
         if settled && self.settled_us.is_none() {
-            self.settled_us = self.covered_since.map(|since| self.rec.us(since));
+            self.settled_us = self.covered_since.map(|since| self.harness.us(since));
         }
         let busy = !self.pending.is_empty() || now < self.quiet_until;
         let waited_long = now >= self.last_fault_end + self.interval * MAX_WAIT_INTERVALS;
@@ -567,24 +456,34 @@ impl Chaos<'_> {
         Ok(())
     }
 
-    /// Live workers that may be hit (not leaving), by id.
-    fn victims(&self) -> Vec<u64> {
-        self.workers
+    /// Running workers that may be hit (not leaving), by id.
+    fn victims(&self) -> Vec<WorkerId> {
+        self.harness
+            .workers()
+            .filter(|w| !w.leaving)
+            .map(|w| w.id)
+            .collect()
+    }
+
+    /// The base seats' running workers.
+    fn base_alive(&self) -> Vec<(usize, WorkerId)> {
+        self.seats
             .iter()
-            .filter(|(_, w)| !w.gone && !w.leaving)
-            .map(|(id, _)| *id)
+            .enumerate()
+            .take(self.args.workers as usize)
+            .filter_map(|(seat, s)| s.current.map(|id| (seat, id)))
             .collect()
     }
 
     fn note_fault(
         &mut self,
         kind: FaultKind,
-        victim: Option<u64>,
+        victim: Option<WorkerId>,
         detail: String,
         now: Instant,
         planned_end: Instant,
-    ) -> Result<usize, String> {
-        let at_us = self.rec.us(now);
+    ) -> Result<usize, ChaosError> {
+        let at_us = self.harness.us(now);
         let worker = victim.and_then(|id| self.names.get(&id).cloned());
         if self.args.verbose {
             eprintln!(
@@ -593,7 +492,7 @@ impl Chaos<'_> {
                 worker.as_deref().unwrap_or("-")
             );
         }
-        self.rec.push(Record::Fault {
+        self.harness.record(Record::Fault {
             kind: kind.as_str().to_owned(),
             worker,
             detail: Some(detail),
@@ -602,246 +501,307 @@ impl Chaos<'_> {
         self.faults.push(FaultRun {
             kind,
             start_us: at_us,
-            end_us: self.rec.us(planned_end),
+            end_us: self.harness.us(planned_end),
         });
         Ok(self.faults.len() - 1)
     }
 
-    /// Draws a fault and injects it; returns when its effect ends, or `None`
-    /// if it did not fit before the end of the run or had no victim.
-    fn inject(&mut self, now: Instant, end: Instant) -> Result<Option<Instant>, String> {
+    fn draw(&mut self) -> Draw {
         let kinds = &self.args.faults.0;
         let kind = kinds[self.rng.random_range(0..kinds.len())];
-        // Every draw is made whatever the kind, so the sequence of kinds
-        // depends on the seed alone.
-        let pick: u64 = self.rng.random();
-        let a: usize = self.rng.random_range(0..4);
-        let coin: bool = self.rng.random();
-        let x: f64 = self.rng.random_range(1.0..4.0);
+        Draw {
+            kind,
+            pick: self.rng.random(),
+            a: self.rng.random_range(0..4),
+            coin: self.rng.random(),
+            x: self.rng.random_range(1.0..4.0),
+        }
+    }
+
+    /// How long the fault's effect lasts (zero for an instantaneous one).
+    fn length(&self, d: &Draw) -> Duration {
         let (l, g) = (self.interval, self.gap);
-        let victims = self.victims();
-        let victim = (!victims.is_empty()).then(|| victims[(pick % victims.len() as u64) as usize]);
-        let base_alive: Vec<(usize, u64)> = self
-            .seats
-            .iter()
-            .enumerate()
-            .take(self.args.workers as usize)
-            .filter_map(|(seat, s)| s.current.map(|id| (seat, id)))
-            .collect();
-        let length = match kind {
+        match d.kind {
             FaultKind::Stall => {
                 let stalls = &self.args.stall_intervals;
-                l.mul_f64(stalls[a % stalls.len()]) + self.tick
+                l.mul_f64(stalls[d.a % stalls.len()]) + self.tick
             }
-            FaultKind::Crash | FaultKind::Cancel => l.mul_f64(x),
-            FaultKind::Pause => [g.mul_f64(1.5), g * 3, l, l * 2][a],
-            FaultKind::Latency => l.mul_f64(2.0 * x),
-            FaultKind::Blackhole => l.mul_f64([0.5, 1.0, 2.0, 4.0][a]),
+            FaultKind::Crash | FaultKind::Cancel => l.mul_f64(d.x),
+            FaultKind::Pause => [g.mul_f64(1.5), g * 3, l, l * 2][d.a],
+            FaultKind::Latency => l.mul_f64(2.0 * d.x),
+            FaultKind::Blackhole => l.mul_f64([0.5, 1.0, 2.0, 4.0][d.a]),
             FaultKind::Reset => l,
-            FaultKind::Churn => l.mul_f64(x / 2.0) * base_alive.len() as u32,
-            FaultKind::Burst => l.mul_f64(4.0 + 2.0 * x),
+            FaultKind::Churn => l.mul_f64(d.x / 2.0) * self.base_alive().len() as u32,
+            FaultKind::Burst => l.mul_f64(4.0 + 2.0 * d.x),
             FaultKind::Restart | FaultKind::Kill | FaultKind::Flush | FaultKind::Flushall => {
                 Duration::ZERO
             }
-        };
-        if now + length + l * SETTLED_INTERVALS > end {
+        }
+    }
+
+    /// Draws a fault and injects it; returns when its effect ends, or `None`
+    /// if it did not fit before the end of the run or had no victim.
+    fn inject(&mut self, now: Instant, end: Instant) -> Result<Option<Instant>, ChaosError> {
+        let d = self.draw();
+        let victims = self.victims();
+        let victim =
+            (!victims.is_empty()).then(|| victims[(d.pick % victims.len() as u64) as usize]);
+        let length = self.length(&d);
+        if now + length + self.interval * SETTLED_INTERVALS > end {
             return Ok(None);
         }
-        let needs_victim = matches!(
-            kind,
-            FaultKind::Stall
-                | FaultKind::Crash
-                | FaultKind::Cancel
-                | FaultKind::Kill
-                | FaultKind::Latency
-                | FaultKind::Blackhole
-                | FaultKind::Reset
-        );
-        let victim = match (needs_victim, victim) {
-            (true, None) => return Ok(None),
-            (true, Some(id)) => Some(id),
-            (false, _) => None,
-        };
         let planned_end = now + length;
-        let ms = |d: Duration| d.as_millis();
-        let li = |d: Duration| d.as_secs_f64() / l.as_secs_f64();
-        match kind {
-            FaultKind::Stall => {
-                let id = victim.unwrap_or_default();
-                let duration = length - self.tick;
-                let detail = format!(
-                    "{:.1}L={}ms{}",
-                    li(duration),
-                    ms(duration),
-                    if coin { " mid-task" } else { "" }
-                );
-                self.note_fault(kind, victim, detail, now, planned_end)?;
-                if coin && duration > l * 2 {
-                    self.long_mid_stalls += 1;
-                }
-                self.send(
-                    id,
-                    Control::Stall {
-                        duration,
-                        mid_task: coin,
-                    },
-                );
-            }
+        let on = |victim: Option<WorkerId>| victim.ok_or(());
+        let injected = match d.kind {
+            FaultKind::Stall => on(victim).map(|id| self.stall(id, &d, length, now)),
             FaultKind::Crash | FaultKind::Cancel => {
-                let id = victim.unwrap_or_default();
-                let seat = self.workers[&id].seat;
-                let detail = format!("rejoins after {:.1}L", li(length));
-                let f = self.note_fault(kind, victim, detail, now, planned_end)?;
-                let action = if kind == FaultKind::Crash {
-                    Action::Crash { id }
-                } else {
-                    Action::Cancel { id }
-                };
-                self.act(
-                    Pending {
-                        at: now,
-                        seq: 0,
-                        fault: None,
-                        action,
-                    },
-                    now,
-                )?;
-                self.later(planned_end, Some(f), Action::Spawn { seat });
+                on(victim).map(|id| self.leave_and_rejoin(id, &d, length, now))
             }
-            FaultKind::Restart => {
-                let f = self.note_fault(kind, None, "no persistence".into(), now, now)?;
-                let t = Instant::now();
-                self.server
-                    .restart()
-                    .map_err(|e| format!("restarting redis-server failed: {e}"))?;
-                let back = Instant::now();
-                self.faults[f].end_us = self.rec.us(back);
-                if self.args.verbose {
-                    eprintln!("             redis-server back after {} ms", ms(back - t));
-                }
-                return Ok(Some(back));
-            }
-            FaultKind::Pause => {
-                let detail = format!(
-                    "CLIENT PAUSE {}ms ALL ({:.1}G)",
-                    ms(length),
-                    length.as_secs_f64() / g.as_secs_f64()
-                );
-                self.note_fault(kind, None, detail, now, planned_end)?;
-                self.server
-                    .pause(length)
-                    .map_err(|e| format!("CLIENT PAUSE failed: {e}"))?;
-            }
-            FaultKind::Kill => {
-                let id = victim.unwrap_or_default();
-                let addrs = self.workers[&id].link.upstream_addrs();
-                let detail = format!("CLIENT KILL ADDR x{}", addrs.len());
-                self.note_fault(kind, victim, detail, now, planned_end)?;
-                for addr in addrs {
-                    // The connection may have gone meanwhile: not an error.
-                    let _ = self.server.command(&[
-                        "CLIENT",
-                        "KILL",
-                        "ADDR",
-                        &addr.to_string(),
-                        "SKIPME",
-                        "yes",
-                    ]);
-                }
-            }
-            FaultKind::Latency => {
-                let id = victim.unwrap_or_default();
-                let rtt = [g / 2, g, g.mul_f64(1.5), g][a];
-                let latency = Latency {
-                    one_way: rtt / 2,
-                    jitter: rtt / 4,
-                };
-                let detail = format!(
-                    "rtt {}ms +-{}ms ({:.1}G) for {:.1}L",
-                    ms(rtt),
-                    ms(rtt / 2),
-                    rtt.as_secs_f64() / g.as_secs_f64(),
-                    li(length)
-                );
-                let f = self.note_fault(kind, victim, detail, now, planned_end)?;
-                self.workers[&id].link.set_latency(Some(latency));
-                self.later(planned_end, Some(f), Action::ClearLatency { id });
-            }
-            FaultKind::Blackhole => {
-                let id = victim.unwrap_or_default();
-                let detail = format!(
-                    "{:.1}L then {}",
-                    li(length),
-                    if coin { "reset" } else { "late delivery" }
-                );
-                let f = self.note_fault(kind, victim, detail, now, planned_end)?;
-                self.workers[&id].link.blackhole(planned_end + l);
-                self.later(
-                    planned_end,
-                    Some(f),
-                    Action::LiftBlackhole { id, reset: coin },
-                );
-            }
-            FaultKind::Reset => {
-                let id = victim.unwrap_or_default();
-                let f = self.note_fault(
-                    kind,
-                    victim,
-                    "next registration's reply lost".into(),
-                    now,
-                    planned_end,
-                )?;
-                self.workers[&id].link.arm_reset();
-                self.later(planned_end, Some(f), Action::DisarmReset { id });
-            }
-            FaultKind::Flush => {
-                self.note_fault(kind, None, "SCRIPT FLUSH".into(), now, now)?;
-                self.server
-                    .command(&["SCRIPT", "FLUSH"])
-                    .map_err(|e| format!("SCRIPT FLUSH failed: {e}"))?;
-            }
-            FaultKind::Flushall => {
-                self.note_fault(kind, None, "FLUSHALL".into(), now, now)?;
-                self.server
-                    .command(&["FLUSHALL"])
-                    .map_err(|e| format!("FLUSHALL failed: {e}"))?;
-            }
-            FaultKind::Churn => {
-                let spacing = l.mul_f64(x / 2.0);
-                let detail = format!(
-                    "{} workers, one every {:.1}L",
-                    base_alive.len(),
-                    li(spacing)
-                );
-                let f = self.note_fault(kind, None, detail, now, planned_end)?;
-                for (k, (seat, id)) in base_alive.into_iter().enumerate() {
-                    let at = now + spacing * k as u32;
-                    self.later(at, Some(f), Action::Cancel { id });
-                    self.later(at, Some(f), Action::Spawn { seat });
-                }
-            }
-            FaultKind::Burst => {
-                let seats: Vec<usize> = (self.args.workers as usize..self.seats.len())
-                    .filter(|&s| self.seats[s].current.is_none())
-                    .collect();
-                let detail = format!("+{} workers for {:.1}L", seats.len(), li(length));
-                let f = self.note_fault(kind, None, detail, now, planned_end)?;
-                for seat in seats {
-                    self.spawn(seat)?;
-                    if let Some(id) = self.seats[seat].current {
-                        self.later(planned_end, Some(f), Action::Cancel { id });
-                    }
-                }
+            FaultKind::Kill => on(victim).map(|id| self.kill(id, now, planned_end)),
+            FaultKind::Latency => on(victim).map(|id| self.latency(id, &d, length, now)),
+            FaultKind::Blackhole => on(victim).map(|id| self.blackhole(id, &d, length, now)),
+            FaultKind::Reset => on(victim).map(|id| self.reset(id, now, planned_end)),
+            FaultKind::Restart => return self.restart(now).map(Some),
+            FaultKind::Pause => Ok(self.pause(length, now)),
+            FaultKind::Flush => Ok(self.server_command(d.kind, &["SCRIPT", "FLUSH"], now)),
+            FaultKind::Flushall => Ok(self.server_command(d.kind, &["FLUSHALL"], now)),
+            FaultKind::Churn => Ok(self.churn(&d, now, planned_end)),
+            FaultKind::Burst => Ok(self.burst(length, now)),
+        };
+        match injected {
+            // No victim: nothing injected.
+            Err(()) => Ok(None),
+            Ok(result) => result.map(|()| Some(planned_end)),
+        }
+    }
+
+    /// Freezes a worker's thread, at once or between a task's check and its
+    /// write.
+    fn stall(
+        &mut self,
+        id: WorkerId,
+        d: &Draw,
+        length: Duration,
+        now: Instant,
+    ) -> Result<(), ChaosError> {
+        let l = self.interval;
+        let duration = length - self.tick;
+        let detail = format!(
+            "{:.1}L={}ms{}",
+            self.in_l(duration),
+            duration.as_millis(),
+            if d.coin { " mid-task" } else { "" }
+        );
+        self.note_fault(d.kind, Some(id), detail, now, now + length)?;
+        if d.coin && duration > l * 2 {
+            self.long_mid_stalls += 1;
+        }
+        self.harness.control(
+            id,
+            Control::Stall {
+                duration,
+                mid_task: d.coin,
+            },
+        );
+        Ok(())
+    }
+
+    /// Crashes or cancels a worker; its seat gets a new one later.
+    fn leave_and_rejoin(
+        &mut self,
+        id: WorkerId,
+        d: &Draw,
+        length: Duration,
+        now: Instant,
+    ) -> Result<(), ChaosError> {
+        let Some(seat) = self.instances.get(&id).map(|i| i.seat) else {
+            return Ok(());
+        };
+        let detail = format!("rejoins after {:.1}L", self.in_l(length));
+        let f = self.note_fault(d.kind, Some(id), detail, now, now + length)?;
+        let control = if d.kind == FaultKind::Crash {
+            Control::Crash
+        } else {
+            Control::Cancel
+        };
+        self.harness.control(id, control);
+        self.later(now + length, Some(f), Action::Spawn { seat });
+        Ok(())
+    }
+
+    /// Restarts Redis without persistence; returns when it is back.
+    fn restart(&mut self, now: Instant) -> Result<Instant, ChaosError> {
+        let f = self.note_fault(FaultKind::Restart, None, "no persistence".into(), now, now)?;
+        let t = Instant::now();
+        self.server
+            .restart()
+            .map_err(redis_error("restarting redis-server failed"))?;
+        let back = Instant::now();
+        self.faults[f].end_us = self.harness.us(back);
+        if self.args.verbose {
+            eprintln!(
+                "             redis-server back after {} ms",
+                (back - t).as_millis()
+            );
+        }
+        Ok(back)
+    }
+
+    /// `CLIENT PAUSE ... ALL` for longer than the gap.
+    fn pause(&mut self, length: Duration, now: Instant) -> Result<(), ChaosError> {
+        let detail = format!(
+            "CLIENT PAUSE {}ms ALL ({:.1}G)",
+            length.as_millis(),
+            length.as_secs_f64() / self.gap.as_secs_f64()
+        );
+        self.note_fault(FaultKind::Pause, None, detail, now, now + length)?;
+        self.server
+            .pause(length)
+            .map_err(redis_error("CLIENT PAUSE failed"))
+    }
+
+    /// `CLIENT KILL` every connection of a worker's link.
+    fn kill(&mut self, id: WorkerId, now: Instant, planned_end: Instant) -> Result<(), ChaosError> {
+        let addrs = self.link(id).map(Link::upstream_addrs).unwrap_or_default();
+        let detail = format!("CLIENT KILL ADDR x{}", addrs.len());
+        self.note_fault(FaultKind::Kill, Some(id), detail, now, planned_end)?;
+        for addr in addrs {
+            // The connection may have gone meanwhile: not an error.
+            let _ = self.server.command(&[
+                "CLIENT",
+                "KILL",
+                "ADDR",
+                &addr.to_string(),
+                "SKIPME",
+                "yes",
+            ]);
+        }
+        Ok(())
+    }
+
+    /// Latency around the gap, with jitter, on one worker's link.
+    fn latency(
+        &mut self,
+        id: WorkerId,
+        d: &Draw,
+        length: Duration,
+        now: Instant,
+    ) -> Result<(), ChaosError> {
+        let g = self.gap;
+        let rtt = [g / 2, g, g.mul_f64(1.5), g][d.a];
+        let latency = Latency {
+            one_way: rtt / 2,
+            jitter: rtt / 4,
+        };
+        let detail = format!(
+            "rtt {}ms +-{}ms ({:.1}G) for {:.1}L",
+            rtt.as_millis(),
+            (rtt / 2).as_millis(),
+            rtt.as_secs_f64() / g.as_secs_f64(),
+            self.in_l(length)
+        );
+        let f = self.note_fault(d.kind, Some(id), detail, now, now + length)?;
+        if let Some(link) = self.link(id) {
+            link.set_latency(Some(latency));
+        }
+        self.later(now + length, Some(f), Action::ClearLatency { id });
+        Ok(())
+    }
+
+    /// Holds one worker's traffic, then delivers it late or resets.
+    fn blackhole(
+        &mut self,
+        id: WorkerId,
+        d: &Draw,
+        length: Duration,
+        now: Instant,
+    ) -> Result<(), ChaosError> {
+        let detail = format!(
+            "{:.1}L then {}",
+            self.in_l(length),
+            if d.coin { "reset" } else { "late delivery" }
+        );
+        let f = self.note_fault(d.kind, Some(id), detail, now, now + length)?;
+        if let Some(link) = self.link(id) {
+            link.blackhole(now + length + self.interval);
+        }
+        self.later(
+            now + length,
+            Some(f),
+            Action::LiftBlackhole { id, reset: d.coin },
+        );
+        Ok(())
+    }
+
+    /// Loses the reply of one worker's next registration.
+    fn reset(
+        &mut self,
+        id: WorkerId,
+        now: Instant,
+        planned_end: Instant,
+    ) -> Result<(), ChaosError> {
+        let detail = "next registration's reply lost".to_owned();
+        let f = self.note_fault(FaultKind::Reset, Some(id), detail, now, planned_end)?;
+        if let Some(link) = self.link(id) {
+            link.lose_next_reply();
+        }
+        self.later(planned_end, Some(f), Action::DisarmReset { id });
+        Ok(())
+    }
+
+    /// An instantaneous server command (`SCRIPT FLUSH`, `FLUSHALL`).
+    fn server_command(
+        &mut self,
+        kind: FaultKind,
+        command: &[&str],
+        now: Instant,
+    ) -> Result<(), ChaosError> {
+        self.note_fault(kind, None, command.join(" "), now, now)?;
+        self.server
+            .command(command)
+            .map(drop)
+            .map_err(redis_error("a server command failed"))
+    }
+
+    /// A rolling restart of every base worker.
+    fn churn(&mut self, d: &Draw, now: Instant, planned_end: Instant) -> Result<(), ChaosError> {
+        let base_alive = self.base_alive();
+        let spacing = self.interval.mul_f64(d.x / 2.0);
+        let detail = format!(
+            "{} workers, one every {:.1}L",
+            base_alive.len(),
+            self.in_l(spacing)
+        );
+        let f = self.note_fault(d.kind, None, detail, now, planned_end)?;
+        for (k, (seat, id)) in base_alive.into_iter().enumerate() {
+            let at = now + spacing * k as u32;
+            self.later(at, Some(f), Action::Cancel { id });
+            self.later(at, Some(f), Action::Spawn { seat });
+        }
+        Ok(())
+    }
+
+    /// Half as many workers again, who leave after a while.
+    fn burst(&mut self, length: Duration, now: Instant) -> Result<(), ChaosError> {
+        let seats: Vec<usize> = (self.args.workers as usize..self.seats.len())
+            .filter(|&s| self.seats[s].current.is_none())
+            .collect();
+        let detail = format!("+{} workers for {:.1}L", seats.len(), self.in_l(length));
+        let f = self.note_fault(FaultKind::Burst, None, detail, now, now + length)?;
+        for seat in seats {
+            self.spawn(seat)?;
+            if let Some(id) = self.seats[seat].current {
+                self.later(now + length, Some(f), Action::Cancel { id });
             }
         }
-        Ok(Some(planned_end))
+        Ok(())
     }
 
     // --- the end -------------------------------------------------------
 
-    fn shutdown(mut self) -> Result<Report, String> {
+    fn shutdown(mut self) -> Result<Report, ChaosError> {
         let shutdown = Instant::now();
-        let shutdown_us = self.rec.us(shutdown);
+        let shutdown_us = self.harness.us(shutdown);
         // Undo what is still in force (a lifted blackhole, no latency), and
         // start nobody new.
         self.pending
@@ -849,48 +809,25 @@ impl Chaos<'_> {
         for p in std::mem::take(&mut self.pending) {
             self.act(p, shutdown)?;
         }
-        let ids: Vec<u64> = self.victims();
-        for id in ids {
-            self.send(id, Control::Cancel);
-        }
-        self.wait_all(shutdown + self.interval * 2 + Duration::from_secs(2))?;
-        let stuck: Vec<u64> = self
-            .workers
-            .iter()
-            .filter(|(_, w)| !w.gone)
-            .map(|(id, _)| *id)
-            .collect();
-        for &id in &stuck {
-            self.send(id, Control::Crash);
-        }
-        self.wait_all(Instant::now() + Duration::from_secs(1))?;
-        let end = Instant::now();
-        let stuck: Vec<u64> = self
-            .workers
-            .iter()
-            .filter(|(_, w)| !w.gone)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in stuck {
-            let name = self.names.get(&id).cloned().unwrap_or_default();
+        let grace = self.interval * 2 + Duration::from_secs(2);
+        let (end, stuck) = self.harness.stop(grace, |_| {})?;
+        for name in stuck {
             self.notes.push(format!(
                 "worker {name} did not stop; recorded as crashed at the end"
             ));
-            self.left(id, LeaveHow::Crash, end)?;
         }
         self.reap();
-        self.rec.flush()?;
-        let end_us = self.rec.us(end);
+        let end_us = self.harness.us(end);
 
-        let records = &self.rec.records;
+        let records = self.harness.records();
         let checker = Checker::new(records, Some(end_us));
         let sink = self.sink.stats();
-        let stale_us: Vec<u64> = sink.stale.iter().map(|&t| self.rec.us(t)).collect();
+        let stale_us: Vec<u64> = sink.stale.iter().map(|&t| self.harness.us(t)).collect();
         let kinds = per_kind(&checker, &self.faults, &stale_us, shutdown_us);
         let steady = checker.coverage_in(self.settled_us.unwrap_or(shutdown_us), shutdown_us);
         let name = |id: u64| {
             self.names
-                .get(&id)
+                .get(&WorkerId(id))
                 .cloned()
                 .unwrap_or_else(|| format!("#{id}"))
         };
@@ -901,7 +838,7 @@ impl Chaos<'_> {
                 format!(
                     "{} at {} us: task {} token {} by {} after token {} by {}",
                     v.what,
-                    self.rec.us(v.at),
+                    self.harness.us(v.at),
                     v.task,
                     v.token,
                     name(v.writer),
@@ -920,14 +857,18 @@ impl Chaos<'_> {
                 .with_joins_and_leaves(self.args.duration <= 120.0);
             let title = format!(
                 "lease-chaos: adapter {}, {} workers, L = {} ms, faults {}, seed {}",
-                self.args.adapter.as_str(),
+                self.args.adapter,
                 self.args.workers,
                 self.args.interval,
                 self.args.faults,
                 self.args.seed
             );
-            std::fs::write(path, svg_with(records, &title, &options))
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            std::fs::write(path, svg_with(records, &title, &options)).map_err(|source| {
+                ChaosError::Write {
+                    path: path.clone(),
+                    source,
+                }
+            })?;
         }
         let summary = checker.summary();
         Ok(Report {
@@ -936,7 +877,9 @@ impl Chaos<'_> {
                 mode: self.args.mode.to_string(),
                 workers: self.args.workers as usize,
                 interval_ms: self.args.interval,
-                seconds: end.saturating_duration_since(self.rec.origin).as_secs_f64(),
+                seconds: end
+                    .saturating_duration_since(self.harness.origin())
+                    .as_secs_f64(),
                 seed: self.args.seed,
                 faults: self.args.faults.to_string(),
             },
@@ -949,19 +892,5 @@ impl Chaos<'_> {
             proxy: self.proxy_counts,
             long_mid_stalls: self.long_mid_stalls,
         })
-    }
-
-    /// Receives messages until every worker is gone or `deadline` passes.
-    fn wait_all(&mut self, deadline: Instant) -> Result<(), String> {
-        while self.workers.values().any(|w| !w.gone) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            if let Ok(msg) = self.rx.recv_timeout(left) {
-                self.receive(msg)?;
-            }
-        }
-        Ok(())
     }
 }

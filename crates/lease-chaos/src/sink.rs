@@ -26,7 +26,7 @@ const MAX_KEPT: usize = 100;
 
 /// What became of one write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Write {
+pub enum Write {
     /// Stored: the token is the newest seen for the task.
     Accepted,
     /// Rejected: an older token than the newest seen for the task.
@@ -38,47 +38,49 @@ pub(crate) enum Write {
 
 /// A write that should never have happened.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct SinkViolation {
+pub struct SinkViolation {
     /// `double write` or `stale under a valid lease`.
-    pub(crate) what: &'static str,
+    pub what: &'static str,
     /// The task.
-    pub(crate) task: u64,
-    /// The writer (worker instance id) and its token.
-    pub(crate) writer: u64,
-    pub(crate) token: u64,
-    /// The newest token seen for the task before, and who wrote it.
-    pub(crate) newest_writer: u64,
-    pub(crate) newest_token: u64,
+    pub task: u64,
+    /// The writer (worker instance id).
+    pub writer: u64,
+    /// The writer's token.
+    pub token: u64,
+    /// Who wrote the newest token seen for the task before.
+    pub newest_writer: u64,
+    /// That token.
+    pub newest_token: u64,
     /// When.
-    pub(crate) at: Instant,
+    pub at: Instant,
 }
 
 /// Counts and details of everything written.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct SinkStats {
+pub struct SinkStats {
     /// Writes stored.
-    pub(crate) accepted: u64,
+    pub accepted: u64,
     /// Writes rejected as stale, and when each happened.
-    pub(crate) stale: Vec<Instant>,
+    pub stale: Vec<Instant>,
     /// Stale writes by workers that were frozen between the validity check
     /// and the write (a stall fault "mid-task").
-    pub(crate) stale_after_stall: u64,
+    pub stale_after_stall: u64,
     /// Double writes (exact count).
-    pub(crate) double_writes: u64,
+    pub double_writes: u64,
     /// Stale writes under a still-valid lease (exact count).
-    pub(crate) stale_while_valid: u64,
+    pub stale_while_valid: u64,
     /// Writes accepted although the writer's lease had ended (a worker
     /// frozen after its check): no newer token had reached the store for
     /// the task yet, so fencing could not tell. Not a violation; the new
     /// holder's first write supersedes it.
-    pub(crate) late_accepted: u64,
+    pub late_accepted: u64,
     /// The first violations of either kind.
-    pub(crate) violations: Vec<SinkViolation>,
+    pub violations: Vec<SinkViolation>,
 }
 
 impl SinkStats {
     /// No double write and no stale write under a valid lease.
-    pub(crate) fn is_ok(&self) -> bool {
+    pub fn is_ok(&self) -> bool {
         self.double_writes == 0 && self.stale_while_valid == 0
     }
 }
@@ -97,13 +99,13 @@ struct State {
 
 /// The store (see the module documentation). Shared by every worker thread.
 #[derive(Debug)]
-pub(crate) struct FencingSink {
+pub struct FencingSink {
     state: Mutex<State>,
 }
 
 impl FencingSink {
     /// A sink for tasks `0..tasks`.
-    pub(crate) fn new(tasks: u64) -> Self {
+    pub fn new(tasks: u64) -> Self {
         let tasks = usize::try_from(tasks).unwrap_or(usize::MAX);
         Self {
             state: Mutex::new(State {
@@ -118,7 +120,7 @@ impl FencingSink {
     /// lease is valid now (the store itself never uses the answer: it only
     /// classifies the write); `after_stall` says the writer was frozen
     /// between its check and this write.
-    pub(crate) fn write(
+    pub fn write(
         &self,
         task: u64,
         token: u64,
@@ -167,7 +169,7 @@ impl FencingSink {
     }
 
     /// A copy of the counts so far.
-    pub(crate) fn stats(&self) -> SinkStats {
+    pub fn stats(&self) -> SinkStats {
         self.state
             .lock()
             .unwrap_or_else(|e| e.into_inner())

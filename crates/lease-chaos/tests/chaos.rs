@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use lease_sim::history::{Record, read_history};
+use lease_history::{Record, read_history};
 
 fn temp(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("lease-chaos-test-{}-{name}", std::process::id()))
@@ -82,7 +82,7 @@ fn a_short_run_with_every_fault_is_clean() {
         }
     )));
     // The history checks clean with the library checker too.
-    assert!(lease_sim::checker::check(&records, None).is_ok());
+    assert!(lease_history::check(&records, None).is_ok());
 
     let picture = std::fs::read_to_string(&svg).unwrap();
     assert!(

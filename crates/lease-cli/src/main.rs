@@ -9,6 +9,9 @@
 //!   in its environment. When the pair changes it sends `SIGTERM` to the
 //!   command's process group, waits the drain timeout, sends `SIGKILL`, and
 //!   starts it again on the new pair (while idle, nothing runs).
+//! - `lease sim` plays one randomized run of a group on the deterministic
+//!   simulator, with every fault the guarantee covers if asked, and prints
+//!   the history checker's verdict as its last line (exit 1 on a violation).
 //!
 //! Exit codes: 0 success, 1 runtime error, 2 invalid options or usage,
 //! 3 Redis unreachable. No output ever carries a password: URLs are printed
@@ -16,13 +19,15 @@
 
 mod inspect;
 mod run;
+mod sim;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 pub(crate) use lease_core::diag::redact_url as redact;
-use lease_core::{Mode, Options};
+use lease_core::{Mode, Options, OptionsError};
 
 /// Inspect a lease group, or run a command under an exclusive (i, n) lease.
 ///
@@ -55,6 +60,14 @@ enum Command {
     /// its lease ended: keep drains short (the default drain timeout is the
     /// gap, 0.15 of the interval) and fence writes with LEASE_TOKEN.
     Run(run::RunArgs),
+    /// Play one randomized run of a group on the deterministic simulator
+    /// (virtual time, a simulated Redis: no server needed) and check its
+    /// history; the last line is the checker's verdict.
+    ///
+    /// Workers join, leave, crash and stall at random; with --faults every
+    /// fault under which exclusivity is claimed is injected too. A seed
+    /// replays a run exactly. Exits 1 on a violation.
+    Sim(sim::SimArgs),
 }
 
 /// Where the group lives: the options both subcommands share.
@@ -77,26 +90,60 @@ struct Group {
     prefix: String,
 }
 
-/// Why a command failed, and its exit code.
-#[derive(Debug)]
+/// Why a command failed; [`CliError::exit_code`] says with which code.
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum CliError {
-    /// Invalid options or usage: exit 2.
+    /// Group options that do not validate: exit 2.
+    #[error("invalid options: {0}")]
+    Options(#[from] OptionsError),
+    /// Other invalid options or usage: exit 2.
+    #[error("invalid options: {0}")]
     Usage(String),
     /// Redis did not answer: exit 3.
-    Unreachable(String),
+    #[error("Redis unreachable: {shown}: {source}")]
+    Unreachable {
+        /// The URL, password redacted.
+        shown: String,
+        /// What the client said.
+        #[source]
+        source: redis::RedisError,
+    },
+    /// Redis answered with a refusal (a wrong password, say): exit 1.
+    #[error("error: {shown} refused the connection: {source}")]
+    Refused {
+        /// The URL, password redacted.
+        shown: String,
+        /// What the client said.
+        #[source]
+        source: redis::RedisError,
+    },
+    /// A file could not be written: exit 1.
+    #[error("error: cannot write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// Anything else: exit 1.
+    #[error("error: {0}")]
     Runtime(String),
 }
 
 impl CliError {
+    /// 2 for invalid options, 3 for an unreachable Redis, 1 otherwise.
+    fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Options(_) | CliError::Usage(_) => 2,
+            CliError::Unreachable { .. } => 3,
+            CliError::Refused { .. } | CliError::Write { .. } | CliError::Runtime(_) => 1,
+        }
+    }
+
     fn report(&self) -> ExitCode {
-        let (code, what, message) = match self {
-            CliError::Usage(m) => (2, "invalid options", m),
-            CliError::Unreachable(m) => (3, "Redis unreachable", m),
-            CliError::Runtime(m) => (1, "error", m),
-        };
-        eprintln!("lease: {what}: {message}");
-        ExitCode::from(code)
+        eprintln!("lease: {self}");
+        ExitCode::from(self.exit_code())
     }
 }
 
@@ -104,10 +151,11 @@ impl CliError {
 /// did not answer, a runtime error (exit 1) if it answered with a refusal
 /// (a wrong password, for example).
 pub(crate) fn connect_error(shown: &str, e: &redis::RedisError) -> CliError {
+    let (shown, source) = (shown.to_owned(), e.clone());
     if e.is_io_error() || e.is_connection_refusal() || e.is_timeout() || e.is_connection_dropped() {
-        CliError::Unreachable(format!("{shown}: {e}"))
+        CliError::Unreachable { shown, source }
     } else {
-        CliError::Runtime(format!("{shown} refused the connection: {e}"))
+        CliError::Refused { shown, source }
     }
 }
 
@@ -127,9 +175,7 @@ pub(crate) fn client(url: &str) -> Result<redis::Client, CliError> {
 /// Validates group options (name, prefix, interval, gap) before anything
 /// connects.
 pub(crate) fn validate(options: &Options) -> Result<(), CliError> {
-    options
-        .validate()
-        .map_err(|e| CliError::Usage(e.to_string()))
+    Ok(options.validate()?)
 }
 
 /// The `Options` for `group` with `interval` (1 s if not given: inspect
@@ -148,6 +194,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Inspect(args) => inspect::inspect(&args),
         Command::Run(args) => run::run(&args),
+        Command::Sim(args) => sim::sim(&args),
     };
     match result {
         Ok(code) => code,

@@ -102,8 +102,7 @@ async fn supervise(
     let mut pairs = discover(
         conn,
         lease_redis::Options::from(opts).with_cancel(cancel.clone()),
-    )
-    .map_err(|e| CliError::Usage(e.to_string()))?;
+    )?;
     say(&format!(
         "group {name} at {shown}: registering every {} ms; the command runs while a pair is held",
         args.interval

@@ -1,4 +1,5 @@
-//! `lease inspect` and `lease run` against real redis-server processes.
+//! `lease inspect` and `lease run` against real redis-server processes, and
+//! `lease sim` on the simulator.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -130,7 +131,10 @@ sleep 100"#;
         "k-2",
         "k-3",
         "1 members",
-        &format!("rules        interval {} ms, mode ranked, mapping modulo", interval_ms()),
+        &format!(
+            "rules        interval {} ms, mode ranked, mapping modulo",
+            interval_ms()
+        ),
     ] {
         assert!(stdout.contains(what), "{what:?} missing from\n{stdout}");
     }
@@ -172,23 +176,34 @@ sleep 100"#;
     };
     let mut first = tagged("first", l);
     let log = || read(&dir.join("log")).unwrap_or_default();
-    wait_for(l * 12 + Duration::from_secs(5), || log().contains("start first").then_some(()))
-        .expect("the first command started");
+    wait_for(l * 12 + Duration::from_secs(5), || {
+        log().contains("start first").then_some(())
+    })
+    .expect("the first command started");
     let mut second = tagged("second", l * 2);
     // Long enough for the second to be refused and, without the rules
     // check, to have been granted (0, 1) on its own.
     std::thread::sleep(l * 10);
-    assert!(!log().contains("start second"), "both ran at once:\n{}", log());
+    assert!(
+        !log().contains("start second"),
+        "both ran at once:\n{}",
+        log()
+    );
     sigterm(&first);
     let status = wait_exit(&mut first, Duration::from_secs(10)).expect("the first exits");
     assert!(status.success());
-    wait_for(l * 20 + Duration::from_secs(5), || log().contains("start second").then_some(()))
-        .expect("the second takes over once the first has left");
+    wait_for(l * 20 + Duration::from_secs(5), || {
+        log().contains("start second").then_some(())
+    })
+    .expect("the second takes over once the first has left");
     sigterm(&second);
     let _ = wait_exit(&mut second, Duration::from_secs(10));
     let mut stderr = String::new();
     std::io::Read::read_to_string(second.stderr.as_mut().unwrap(), &mut stderr).unwrap();
-    assert!(stderr.contains("refused: the group runs interval"), "{stderr}");
+    assert!(
+        stderr.contains("refused: the group runs interval"),
+        "{stderr}"
+    );
     // The log, in time order: the second starts only after the first stopped.
     let lines = log();
     let events: Vec<(u128, &str)> = lines
@@ -198,8 +213,16 @@ sleep 100"#;
             (t.parse().expect("nanoseconds"), what)
         })
         .collect();
-    let stop_first = events.iter().find(|e| e.1 == "stop first").expect("first stopped").0;
-    let start_second = events.iter().find(|e| e.1 == "start second").expect("second started").0;
+    let stop_first = events
+        .iter()
+        .find(|e| e.1 == "stop first")
+        .expect("first stopped")
+        .0;
+    let start_second = events
+        .iter()
+        .find(|e| e.1 == "start second")
+        .expect("second started")
+        .0;
     assert!(stop_first < start_second, "{lines}");
 }
 
@@ -251,9 +274,7 @@ fn inspect_reads_arrival_counters_and_hides_the_password() {
     let l: u64 = 60_000;
     let inspect = || {
         let time = server.command(&["TIME"]).unwrap();
-        let parts = time.as_array().unwrap();
-        let sec: u64 = parts[0].as_str().unwrap().parse().unwrap();
-        let usec: u64 = parts[1].as_str().unwrap().parse().unwrap();
+        let (sec, usec): (u64, u64) = redis::from_redis_value(time).unwrap();
         let k = (sec * 1000 + usec / 1000) / l;
         for (d, v) in [(0, "1"), (1, "2"), (2, "2")] {
             let key = format!("{{{name}}}:{}", k - d);
@@ -387,5 +408,89 @@ fn help_explains_each_subcommand() {
         "SIGTERM",
     ] {
         assert!(stdout.contains(what), "{what} missing from run --help");
+    }
+}
+
+#[test]
+fn sim_plays_a_checked_run_and_writes_its_history() {
+    let history = temp_dir().join("sim.jsonl");
+    let out = lease(&[
+        "sim",
+        "--seed",
+        "3",
+        "--workers",
+        "4",
+        "--intervals",
+        "60",
+        "--faults",
+        "--history",
+        history.to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("run: seed=3 mode=ranked workers=4 intervals=60 "),
+        "{stdout}"
+    );
+    let last = lines.last().copied().unwrap_or_default();
+    assert!(
+        last.starts_with("checker: ok violations=0 fencing=0 anomalies=0 "),
+        "{last}"
+    );
+    // The history on disk is judged the same by the library.
+    let file = std::fs::File::open(&history).unwrap();
+    let records = lease_history::read_history(std::io::BufReader::new(file)).unwrap();
+    assert!(records.iter().filter(|r| r.event() == "own").count() >= 4);
+    let summary = lease_history::check(&records, None);
+    assert!(summary.is_ok(), "{summary}");
+
+    let out = lease(&["sim", "--gap", "0.7"]);
+    assert_eq!(out.status.code(), Some(2), "{:?}", text(&out));
+    assert!(text(&out).1.contains("invalid options"));
+}
+
+/// Negative control through the binary: outside the guarantee (a failover
+/// losing acknowledged writes in two consecutive intervals, in the
+/// original's counting mode) the checker finds the overlaps in some runs and
+/// those runs fail with its verdict (docs/protocol.md, "Limits": 3 runs in
+/// 200, seed 7 the first).
+#[test]
+fn sim_outside_the_guarantee_fails_with_the_checkers_verdict() {
+    let failing: Vec<(u64, String)> = (1..=10u64)
+        .filter_map(|seed| {
+            let seed_text = seed.to_string();
+            let out = lease(&[
+                "sim",
+                "--seed",
+                &seed_text,
+                "--workers",
+                "5",
+                "--intervals",
+                "300",
+                "--mode",
+                "arrival",
+                "--lost-writes",
+            ]);
+            let (stdout, _) = text(&out);
+            let last = stdout.lines().last().unwrap_or_default().to_owned();
+            match out.status.code() {
+                Some(0) => {
+                    assert!(last.starts_with("checker: ok "), "seed {seed}: {last}");
+                    None
+                }
+                code => {
+                    assert_eq!(code, Some(1), "seed {seed}: {stdout}");
+                    Some((seed, last))
+                }
+            }
+        })
+        .collect();
+    assert!(!failing.is_empty(), "no run of 10 found a violation");
+    for (seed, last) in &failing {
+        assert!(
+            last.starts_with("checker: VIOLATION "),
+            "seed {seed}: {last}"
+        );
     }
 }

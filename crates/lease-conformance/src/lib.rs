@@ -17,9 +17,9 @@
 //! the workers running while a scenario blocks briefly on a synchronous
 //! `lease-testkit` call (a tokio multi-thread runtime, smol's or async-std's
 //! global executor). Every scenario records what each worker's loop was
-//! handed, and when, and ends by checking the exclusive lease on that
-//! history ([`history::violations`]); set `CONFORMANCE_HISTORY=1` to print
-//! every history.
+//! handed, and when, and ends by having that history judged by the checker
+//! of `lease-history` ([`history::violations`]); set `CONFORMANCE_HISTORY=1`
+//! to print every history.
 pub mod capture;
 pub mod history;
 #[cfg(feature = "redis-rs")]
@@ -405,7 +405,13 @@ impl<A: Adapter> Group<A> {
             "exclusivity violated:\n{}\nhistory:\n{}",
             violations
                 .iter()
-                .map(ToString::to_string)
+                .map(|(team, s)| {
+                    let found = s.violations.iter().map(ToString::to_string);
+                    let fencing = s.fencing.iter().map(ToString::to_string);
+                    let anomalies = s.anomalies.iter().map(ToString::to_string);
+                    let lines: Vec<String> = found.chain(fencing).chain(anomalies).collect();
+                    format!("team {team}: {s}\n  {}", lines.join("\n  "))
+                })
                 .collect::<Vec<_>>()
                 .join("\n"),
             self.render()
@@ -560,8 +566,16 @@ pub async fn leave_by_cancellation<A: Adapter>() {
         [false],
         "after cancellation: idle once, then the end"
     );
-    let reasons: Vec<_> = group.records_of(1, since).iter().map(|r| r.reason).collect();
-    assert_eq!(reasons, [Some(IdleReason::Cancelled)], "the stand-down says why");
+    let reasons: Vec<_> = group
+        .records_of(1, since)
+        .iter()
+        .map(|r| r.reason)
+        .collect();
+    assert_eq!(
+        reasons,
+        [Some(IdleReason::Cancelled)],
+        "the stand-down says why"
+    );
     group
         .wait("two settled", intervals(10.0), |g| g.settled(0))
         .await;

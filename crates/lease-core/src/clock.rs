@@ -188,7 +188,10 @@ mod tests {
             let mut s = SkewEstimate::default();
             s.observe(0, 10_000, 1_005_000, 45_000, 10_000_000);
             let check = s.observe(100_000, 110_000, 1_105_000 + step, 45_000, 10_000_000);
-            assert!(matches!(check, SkewCheck::Jumped { by } if by == step), "{step}: {check:?}");
+            assert!(
+                matches!(check, SkewCheck::Jumped { by } if by == step),
+                "{step}: {check:?}"
+            );
         }
         // Without a step, a reply that executed at either end of its round
         // trip is consistent.

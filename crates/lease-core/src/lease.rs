@@ -51,7 +51,11 @@ impl Default for Clock {
 
 impl std::fmt::Debug for Clock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() { "Clock(given)" } else { "Clock(system)" })
+        f.write_str(if self.0.is_some() {
+            "Clock(given)"
+        } else {
+            "Clock(system)"
+        })
     }
 }
 

@@ -344,15 +344,26 @@ mod tests {
                 }),
             })
         );
-        for unreadable in [[-1, -1, -1, -1], [2, 1000, 0, 0], [1, 0, 1, 0], [1, 10, 2, 0]] {
+        for unreadable in [
+            [-1, -1, -1, -1],
+            [2, 1000, 0, 0],
+            [1, 0, 1, 0],
+            [1, 10, 2, 0],
+        ] {
             assert!(
-                matches!(refused(unreadable), Ok(Reply::Refused { recorded: None, .. })),
+                matches!(
+                    refused(unreadable),
+                    Ok(Reply::Refused { recorded: None, .. })
+                ),
                 "{unreadable:?}"
             );
         }
         assert!(matches!(
             Reply::parse(Mode::Ranked, 300, &[2, 10, 3, 1500, 1, 1000]),
-            Err(ReplyError::Arity { got: 6, expected: 8 })
+            Err(ReplyError::Arity {
+                got: 6,
+                expected: 8
+            })
         ));
     }
 

@@ -179,6 +179,9 @@ mod tests {
             recorded: Some(recorded),
         }
         .to_string();
-        assert!(msg.contains("interval 1000 ms") && msg.contains("interval 2000 ms"), "{msg}");
+        assert!(
+            msg.contains("interval 1000 ms") && msg.contains("interval 2000 ms"),
+            "{msg}"
+        );
     }
 }

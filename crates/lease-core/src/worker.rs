@@ -627,9 +627,8 @@ impl Worker {
         // an interval older than one already seen, on a request sent after
         // that answer arrived, means the server clock went back.
         let latest = self.history.latest;
-        let went_back = latest.is_some_and(|(newest, received)| {
-            interval < newest && req.sent_at >= received
-        });
+        let went_back =
+            latest.is_some_and(|(newest, received)| interval < newest && req.sent_at >= received);
         // A late answer from an older interval (rule 9): counted replies are
         // compared with the newest interval processed, so that a hedged
         // request's reply still counts after a wrong-interval answer named a
@@ -658,7 +657,10 @@ impl Worker {
             Reply::Refused { recorded, .. } => self.on_refused(now, interval, recorded),
             Reply::Counted(c) => {
                 // The closed set of k-1 cannot have changed: nothing new.
-                let seen = self.memory.newest.is_some_and(|(newest, _)| interval == newest);
+                let seen = self
+                    .memory
+                    .newest
+                    .is_some_and(|(newest, _)| interval == newest);
                 if !(seen && self.cfg.mode == Mode::Ranked) {
                     self.on_counted(now, req, c, server);
                 }
@@ -676,7 +678,10 @@ impl Worker {
         self.release(now, IdleReason::ServerClock);
         self.memory = Memory::default();
         if backward && let Some((newest, _)) = self.history.latest {
-            let fence = self.history.reopened_through.map_or(newest, |f| f.max(newest));
+            let fence = self
+                .history
+                .reopened_through
+                .map_or(newest, |f| f.max(newest));
             self.history.reopened_through = Some(fence);
         }
     }
@@ -696,11 +701,12 @@ impl Worker {
             diag::group_rules_differ(&self.cfg.name, &refusal);
             let reason = IdleReason::Refused(refusal);
             if !self.release(now, reason) {
-                self.events.push_back(Event::Assignment(Assignment::Idle(Idle {
-                    reason,
-                    since: self.clock.instant(now),
-                    ended: None,
-                })));
+                self.events
+                    .push_back(Event::Assignment(Assignment::Idle(Idle {
+                        reason,
+                        since: self.clock.instant(now),
+                        ended: None,
+                    })));
             }
             self.refused = Some(refusal);
         }

@@ -3,7 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use lease_core::{Assignment, Event, Idle, IdleReason, Lease, Mode, Options, RequestId, Token, Worker};
+use lease_core::{
+    Assignment, Event, Idle, IdleReason, Lease, Mode, Options, RequestId, Token, Worker,
+};
 
 fn held(e: &Event) -> Option<&Lease> {
     match e {
@@ -48,7 +50,12 @@ impl Harness {
     fn new(mode: Mode) -> Self {
         let t0 = Instant::now();
         let options = Options::new("g", Duration::from_millis(L_MS)).with_mode(mode);
-        let w = Worker::new(&options, Token::from_bits_same_worker_if_reused(1 << 100), t0).unwrap();
+        let w = Worker::new(
+            &options,
+            Token::from_bits_same_worker_if_reused(1 << 100),
+            t0,
+        )
+        .unwrap();
         // Local time 0 is server time K*L + 0.3 L.
         let offset_us = (K * L_MS * 1000 + 300_000) as i64;
         Self {
@@ -391,8 +398,15 @@ fn a_refused_registration_holds_nothing_says_why_and_keeps_trying() {
         h.w.handle_reply(h.at(s.at + ms(2)), s.id, &r).unwrap();
         let events = h.events();
         if round == 0 {
-            let [e] = events.as_slice() else { panic!("{events:?}") };
-            let Some(Idle { reason: IdleReason::Refused(refusal), ended: None, .. }) = idle(e) else {
+            let [e] = events.as_slice() else {
+                panic!("{events:?}")
+            };
+            let Some(Idle {
+                reason: IdleReason::Refused(refusal),
+                ended: None,
+                ..
+            }) = idle(e)
+            else {
                 panic!("{events:?}");
             };
             assert_eq!(refusal.ours, h.w.rules());
@@ -429,7 +443,13 @@ fn a_backward_step_seen_in_a_wrong_interval_answer_stands_down() {
     // The server clock stepped back 2 L: the request named K+3, the server is
     // in K+1 now (the same step seen through the answer, not the skew alone).
     h.offset_us -= 2_000_000;
-    h.deliver(&fourth, fourth.at + Duration::from_millis(1), fourth.at + Duration::from_millis(2), 0, 1);
+    h.deliver(
+        &fourth,
+        fourth.at + Duration::from_millis(1),
+        fourth.at + Duration::from_millis(2),
+        0,
+        1,
+    );
     let events = h.events();
     assert!(
         matches!(events.first().and_then(idle), Some(i) if i.reason == IdleReason::ServerClock),
@@ -469,8 +489,15 @@ fn after_a_backward_step_nothing_is_granted_over_reopened_intervals() {
             }
         }
     }
-    assert!(counted.contains(&(K + 3)), "registered into reopened intervals: {counted:?}");
+    assert!(
+        counted.contains(&(K + 3)),
+        "registered into reopened intervals: {counted:?}"
+    );
     // K+3 was the newest seen before the step: the first grant may come
     // from K+6 (closed K+4 and K+5 both newer).
-    assert_eq!(granted.first(), Some(&(K + 6)), "counted {counted:?}, granted {granted:?}");
+    assert_eq!(
+        granted.first(),
+        Some(&(K + 6)),
+        "counted {counted:?}, granted {granted:?}"
+    );
 }

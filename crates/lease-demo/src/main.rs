@@ -23,9 +23,8 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use lease_core::Mode;
 pub(crate) use lease_core::diag::redact_url as redact;
-use lease_sim::checker;
-use lease_sim::history::{HistoryWriter, Record};
-use lease_sim::timeline::{self, TimelineOptions};
+use lease_history::timeline::{self, TimelineOptions};
+use lease_history::{HistoryWriter, Record, check};
 
 use crate::view::View;
 
@@ -111,25 +110,64 @@ fn positive(s: &str) -> Result<f64, String> {
     }
 }
 
-/// Why the demo could not run.
-#[derive(Debug)]
+/// Why the demo could not run; [`DemoError::exit`] reports it with its exit
+/// code.
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum DemoError {
-    /// Invalid options (exit 2).
-    Usage(String),
+    /// The group's options do not validate (exit 2).
+    #[error("invalid options: {0}")]
+    Options(#[from] lease_core::OptionsError),
+    /// The Redis URL is not one (exit 2).
+    #[error("invalid options: {shown} is not a Redis URL: {source}")]
+    BadUrl {
+        /// The URL, password redacted.
+        shown: String,
+        /// What redis-rs said.
+        #[source]
+        source: redis::RedisError,
+    },
     /// Redis did not answer (exit 3).
-    Unreachable(String),
-    /// Anything else (exit 1).
-    Runtime(String),
+    #[error("Redis unreachable: {shown}: {source}")]
+    Unreachable {
+        /// The URL, password redacted.
+        shown: String,
+        /// What redis-rs said.
+        #[source]
+        source: redis::RedisError,
+    },
+    /// The private redis-server did not start (exit 1).
+    #[error("error: cannot start a private redis-server (is it installed and on PATH?): {0}")]
+    NoServer(#[source] std::io::Error),
+    /// The private redis-server did not restart (exit 1).
+    #[error("error: restarting redis-server failed: {0}")]
+    Restart(#[source] std::io::Error),
+    /// The worker harness failed (exit 1).
+    #[error("error: {0}")]
+    Harness(#[from] lease_chaos::harness::HarnessError),
+    /// A file could not be written (exit 1).
+    #[error("error: cannot write the {what} to {}: {source}", path.display())]
+    Write {
+        /// `history` or `timeline`.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl DemoError {
     fn exit(&self) -> ExitCode {
-        let (code, what, msg) = match self {
-            DemoError::Usage(m) => (2, "invalid options", m),
-            DemoError::Unreachable(m) => (3, "Redis unreachable", m),
-            DemoError::Runtime(m) => (1, "error", m),
+        let code = match self {
+            DemoError::Options(_) | DemoError::BadUrl { .. } => 2,
+            DemoError::Unreachable { .. } => 3,
+            DemoError::NoServer(_)
+            | DemoError::Restart(_)
+            | DemoError::Harness(_)
+            | DemoError::Write { .. } => 1,
         };
-        eprintln!("lease-demo: {what}: {msg}");
+        eprintln!("lease-demo: {self}");
         ExitCode::from(code)
     }
 }
@@ -194,7 +232,7 @@ fn demo(args: &Args) -> Result<bool, DemoError> {
             mode: args.mode,
             speed: (!fast).then_some(args.speed),
         };
-        sim::run(&cfg, &mut view).map_err(|e| DemoError::Usage(e.to_string()))?
+        sim::run(&cfg, &mut view)?
     };
     let took = started.elapsed();
     finish(args, &records, end_us, interval, &where_, took)
@@ -209,18 +247,17 @@ fn finish(
     where_: &str,
     took: Duration,
 ) -> Result<bool, DemoError> {
-    let summary = checker::check(records, Some(end_us));
+    let summary = check(records, Some(end_us));
     if let Some(path) = &args.history {
         let written = std::fs::File::create(path).and_then(|f| {
             let mut w = HistoryWriter::new(std::io::BufWriter::new(f));
             w.write_all(records)?;
             w.flush()
         });
-        written.map_err(|e| {
-            DemoError::Runtime(format!(
-                "cannot write the history to {}: {e}",
-                path.display()
-            ))
+        written.map_err(|source| DemoError::Write {
+            what: "history",
+            path: path.clone(),
+            source,
         })?;
     }
     let title = format!(
@@ -234,11 +271,10 @@ fn finish(
             .with_interval(interval)
             .with_end_us(end_us),
     );
-    std::fs::write(&args.svg, picture).map_err(|e| {
-        DemoError::Runtime(format!(
-            "cannot write the timeline to {}: {e}",
-            args.svg.display()
-        ))
+    std::fs::write(&args.svg, picture).map_err(|source| DemoError::Write {
+        what: "timeline",
+        path: args.svg.clone(),
+        source,
     })?;
 
     println!();

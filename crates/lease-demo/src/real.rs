@@ -1,6 +1,7 @@
-//! The demo against a real Redis: every worker is a real `lease-redis`
-//! worker with its own current-thread tokio runtime on its own OS thread, so
-//! a stall can freeze exactly one of them.
+//! The demo against a real Redis, with the real-worker harness of
+//! `lease-chaos`: every worker is a real `lease-redis` worker on a thread and
+//! a current-thread runtime of its own, so a stall can freeze exactly one of
+//! them, and the harness records the history as it happens.
 //!
 //! - crash: the worker's pair stream is dropped (no stand-down);
 //! - stall: the worker's runtime thread is blocked;
@@ -9,17 +10,12 @@
 //!   (`--redis-server`), skipped on an external one.
 
 use std::collections::BTreeMap;
-use std::sync::mpsc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
+use lease_chaos::harness::{AdapterKind, Control, Happened, Harness, WorkerId};
 use lease_core::Mode;
-use lease_redis::{Lease, Options, discover};
-use lease_sim::history::{LeaveHow, Record};
+use lease_history::{LeaveHow, Record};
 use lease_testkit::RedisServer;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use tokio_util::sync::CancellationToken;
 
 use crate::scenario::{SCRIPT, What, length};
 use crate::view::View;
@@ -34,128 +30,151 @@ pub(crate) struct RealRun {
     pub(crate) mode: Mode,
 }
 
-/// What a worker thread tells the demo.
-enum Msg {
-    Pair(usize, Option<Lease>, Instant),
-    Ended(usize, Instant),
-    Failed(usize, String),
+/// The live view is redrawn at most this often.
+const FRAME: Duration = Duration::from_millis(50);
+
+/// Checks that the server at `url` answers `PING`.
+pub(crate) fn connect(url: &str) -> Result<(), DemoError> {
+    let shown = redact(url);
+    let client = redis::Client::open(url).map_err(|source| DemoError::BadUrl {
+        shown: shown.clone(),
+        source,
+    })?;
+    let ping = || -> redis::RedisResult<String> {
+        let mut conn = client.get_connection_with_timeout(Duration::from_secs(3))?;
+        redis::cmd("PING").query(&mut conn)
+    };
+    ping().map_err(|source| DemoError::Unreachable { shown, source })?;
+    Ok(())
 }
 
-/// What the demo tells a worker thread.
-enum Control {
-    Stall(Duration),
-    Crash,
-    Cancel,
+/// The demo's workers: their numbers in the script and in the harness.
+struct Workers {
+    harness: Harness,
+    ids: BTreeMap<usize, WorkerId>,
+    numbers: BTreeMap<WorkerId, usize>,
+    url: String,
 }
 
-struct Handle {
-    control: tokio::sync::mpsc::UnboundedSender<Control>,
-    thread: JoinHandle<()>,
-    held: Option<Lease>,
-    gone: bool,
-}
+impl Workers {
+    fn start(&mut self, w: usize, view: &mut View) -> Result<(), DemoError> {
+        let id = self.harness.spawn(&format!("w{w}"), self.url.clone())?;
+        self.ids.insert(w, id);
+        self.numbers.insert(id, w);
+        view.started(w);
+        Ok(())
+    }
 
-/// Connects, checks the server answers, and returns the client.
-pub(crate) fn connect(url: &str) -> Result<redis::Client, DemoError> {
-    let client = redis::Client::open(url)
-        .map_err(|e| DemoError::Usage(format!("{} is not a Redis URL: {}", redact(url), e)))?;
-    let mut conn = client
-        .get_connection_with_timeout(Duration::from_secs(3))
-        .map_err(|e| DemoError::Unreachable(format!("{}: {e}", redact(url))))?;
-    redis::cmd("PING")
-        .query::<String>(&mut conn)
-        .map_err(|e| DemoError::Unreachable(format!("{}: {e}", redact(url))))?;
-    Ok(client)
+    fn control(&mut self, w: usize, control: Control) -> bool {
+        match self.ids.get(&w) {
+            Some(&id) if self.harness.is_running(id) => {
+                self.harness.control(id, control);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Shows what the harness recorded.
+    fn show(&self, happened: Happened, view: &mut View) {
+        let origin = self.harness.origin();
+        let since = |at: Instant| at.saturating_duration_since(origin);
+        let number = |id: WorkerId| self.numbers.get(&id).copied().unwrap_or_default();
+        match happened {
+            Happened::Own { id, lease, at, .. } => {
+                view.own(number(id), lease.i(), lease.n(), lease.token(), since(at));
+            }
+            Happened::Release {
+                id, noticed, ended, ..
+            } => view.release(number(id), since(noticed), since(ended), None),
+            Happened::Left {
+                id,
+                name,
+                how: LeaveHow::Cancel,
+                at,
+            } => {
+                view.ended(number(id));
+                view.event(since(at), &format!("{name} has stood down and ended"));
+            }
+            Happened::Left { .. } => {}
+            Happened::Failed { name, error, .. } => {
+                view.event(origin.elapsed(), &format!("{name} failed: {error}"));
+            }
+        }
+    }
 }
 
 /// Plays the script against a real Redis. Returns the closed history and
 /// its end.
 pub(crate) fn run(cfg: &RealRun, view: &mut View) -> Result<(Vec<Record>, u64), DemoError> {
+    let options = lease_core::Options::new(cfg.name.clone(), cfg.interval).with_mode(cfg.mode);
+    // Invalid options fail here, before anything starts.
+    options.validate()?;
     let mut server = match &cfg.url {
         Some(_) => None,
-        None => Some(RedisServer::start().map_err(|e| {
-            DemoError::Runtime(format!(
-                "cannot start a private redis-server (is it installed and on PATH?): {e}"
-            ))
-        })?),
+        None => Some(RedisServer::start().map_err(DemoError::NoServer)?),
     };
     let url = match (&cfg.url, &server) {
         (Some(url), _) => url.clone(),
         (None, Some(s)) => s.url().to_owned(),
         (None, None) => unreachable!("a server was started above"),
     };
-    let client = connect(&url)?;
-    let options = Options::from(lease_core::Options::new(cfg.name.clone(), cfg.interval).with_mode(cfg.mode));
-    // Invalid options fail here, before any thread starts.
-    lease_core::Worker::new(&options.group, lease_core::Token::seeded(0, 0), Instant::now())
-        .map_err(|e| DemoError::Usage(e.to_string()))?;
+    connect(&url)?;
 
     let l = cfg.interval;
     let end = l.mul_f64(length());
     let origin = Instant::now();
-    let us = |at: Instant| at.saturating_duration_since(origin).as_micros() as u64;
-    let (tx, rx) = mpsc::channel::<Msg>();
-    let mut workers: BTreeMap<usize, Handle> = BTreeMap::new();
-    let mut records: Vec<Record> = Vec::new();
+    let mut workers = Workers {
+        harness: Harness::new(AdapterKind::Redis, options, origin),
+        ids: BTreeMap::new(),
+        numbers: BTreeMap::new(),
+        url,
+    };
     let mut steps = SCRIPT.iter().peekable();
     let mut last_frame: Option<Instant> = None;
 
     loop {
-        // What the workers' loops received.
-        while let Ok(msg) = rx.try_recv() {
-            receive(msg, &mut workers, &mut records, view, origin);
+        while let Some(happened) = workers.harness.next(Duration::ZERO)? {
+            workers.show(happened, view);
         }
         let now = origin.elapsed();
         while let Some(step) = steps.next_if(|s| l.mul_f64(s.at) <= now) {
             if step.what != What::End {
                 view.event(now, &step.what.describe());
             }
-            let at = us(Instant::now());
+            let at = workers.harness.us(Instant::now());
             match step.what {
                 What::Start(count) => {
                     for w in 0..count {
-                        workers.insert(w, spawn(w, client.clone(), options.clone(), tx.clone()));
-                        records.push(Record::join(format!("w{w}"), at));
-                        view.started(w);
+                        workers.start(w, view)?;
                     }
                 }
-                What::Join(w) => {
-                    workers.insert(w, spawn(w, client.clone(), options.clone(), tx.clone()));
-                    records.push(Record::join(format!("w{w}"), at));
-                    view.started(w);
-                }
+                What::Join(w) => workers.start(w, view)?,
                 What::Crash(w) => {
-                    if let Some(h) = workers.get_mut(&w) {
-                        let _ = h.control.send(Control::Crash);
-                        h.gone = true;
-                        let now = Instant::now();
-                        if let Some(lease) = h.held.take() {
-                            let ended = lease.deadline().min(now);
-                            records.push(Record::release(format!("w{w}"), lease.i(), lease.n(), us(ended)));
-                        }
-                        records.push(Record::leave(format!("w{w}"), LeaveHow::Crash, us(now)));
-                        view.crashed(w, origin.elapsed());
+                    if workers.control(w, Control::Crash) {
+                        view.crashed(w, now);
                     }
                 }
                 What::Stall(w, intervals) => {
-                    if let Some(h) = workers.get(&w) {
-                        let d = l.mul_f64(intervals);
-                        let _ = h.control.send(Control::Stall(d));
-                        records.push(Record::Fault {
+                    let d = l.mul_f64(intervals);
+                    let stall = Control::Stall {
+                        duration: d,
+                        mid_task: false,
+                    };
+                    if workers.control(w, stall) {
+                        workers.harness.record(Record::Fault {
                             kind: "stall".into(),
                             worker: Some(format!("w{w}")),
                             detail: Some(format!("{}ms", d.as_millis())),
                             at_us: at,
-                        });
+                        })?;
                         view.stalled(w, now + d);
                     }
                 }
                 What::RestartRedis(_) => match server.as_mut() {
                     Some(server) => {
-                        records.push(Record::fault("restart", at));
-                        if let Err(e) = server.restart() {
-                            return Err(DemoError::Runtime(format!("restarting redis-server failed: {e}")));
-                        }
+                        workers.harness.record(Record::fault("restart", at))?;
+                        server.restart().map_err(DemoError::Restart)?;
                     }
                     None => view.event(
                         now,
@@ -163,9 +182,7 @@ pub(crate) fn run(cfg: &RealRun, view: &mut View) -> Result<(Vec<Record>, u64), 
                     ),
                 },
                 What::Cancel(w) => {
-                    if let Some(h) = workers.get(&w) {
-                        let _ = h.control.send(Control::Cancel);
-                    }
+                    workers.control(w, Control::Cancel);
                 }
                 What::End => {}
             }
@@ -180,179 +197,34 @@ pub(crate) fn run(cfg: &RealRun, view: &mut View) -> Result<(Vec<Record>, u64), 
                 s.what.describe()
             )
         }));
-        for (w, h) in &workers {
-            view.set_lapsed(*w, h.held.as_ref().is_some_and(|lease| !lease.is_valid()));
+        for w in workers.harness.workers() {
+            let lapsed = w.held.is_some_and(|lease| !lease.is_valid());
+            if let Some(&number) = workers.numbers.get(&w.id) {
+                view.set_lapsed(number, lapsed);
+            }
         }
         view.set_now(origin.elapsed());
         if view.is_live() && last_frame.is_none_or(|t| t.elapsed() >= FRAME) {
             view.draw();
             last_frame = Some(Instant::now());
         }
-        if let Ok(msg) = rx.recv_timeout(Duration::from_millis(20)) {
-            receive(msg, &mut workers, &mut records, view, origin);
+        if let Some(happened) = workers.harness.next(Duration::from_millis(20))? {
+            workers.show(happened, view);
         }
     }
 
     // The end: every worker still running stands down.
-    for h in workers.values().filter(|h| !h.gone) {
-        let _ = h.control.send(Control::Cancel);
-    }
-    let wait_until = Instant::now() + l * 2 + Duration::from_secs(1);
-    while workers.values().any(|h| !h.gone) {
-        let left = wait_until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break;
-        }
-        if let Ok(msg) = rx.recv_timeout(left) {
-            receive(msg, &mut workers, &mut records, view, origin);
-        }
-    }
-    let end_at = Instant::now();
-    for (w, h) in &mut workers {
-        let _ = h.control.send(Control::Crash);
-        if let Some(lease) = h.held.take() {
-            let ended = lease.deadline().min(end_at);
-            records.push(Record::release(
-                format!("w{w}"),
-                lease.i(),
-                lease.n(),
-                us(ended),
-            ));
-        }
-    }
-    for (_, h) in std::mem::take(&mut workers) {
-        let _ = h.thread.join();
+    let mut seen = Vec::new();
+    let (end_at, _stuck) = workers
+        .harness
+        .stop(l * 2 + Duration::from_secs(1), |h| seen.push(h))?;
+    for happened in seen {
+        workers.show(happened, view);
     }
     view.set_next(None);
     view.set_now(origin.elapsed());
     view.draw();
     drop(server);
-    Ok((records, us(end_at)))
-}
-
-/// The live view is redrawn at most this often.
-const FRAME: Duration = Duration::from_millis(50);
-
-/// Records and shows one message from a worker thread.
-fn receive(
-    msg: Msg,
-    workers: &mut BTreeMap<usize, Handle>,
-    records: &mut Vec<Record>,
-    view: &mut View,
-    origin: Instant,
-) {
-    let us = |at: Instant| at.saturating_duration_since(origin).as_micros() as u64;
-    let since = |at: Instant| at.saturating_duration_since(origin);
-    let w = match &msg {
-        Msg::Pair(w, ..) | Msg::Ended(w, _) | Msg::Failed(w, _) => *w,
-    };
-    let Some(h) = workers.get_mut(&w) else { return };
-    if h.gone {
-        return; // crashed: nothing it says counts any more
-    }
-    let name = format!("w{w}");
-    match msg {
-        Msg::Pair(_, Some(lease), at) => {
-            records.push(Record::own(
-                &name,
-                lease.i(),
-                lease.n(),
-                lease.token(),
-                us(at),
-            ));
-            view.own(w, lease.i(), lease.n(), lease.token(), since(at));
-            h.held = Some(lease);
-        }
-        Msg::Pair(_, None, at) => {
-            if let Some(lease) = h.held.take() {
-                // The instant the lease really ended: its deadline, if the
-                // worker only noticed later (it was frozen).
-                let ended = lease.deadline().min(at);
-                records.push(Record::release(&name, lease.i(), lease.n(), us(ended)));
-                view.release(w, since(at), since(ended), None);
-            }
-        }
-        Msg::Ended(_, at) => {
-            h.gone = true;
-            records.push(Record::leave(&name, LeaveHow::Cancel, us(at)));
-            view.ended(w);
-            view.event(since(at), &format!("{name} has stood down and ended"));
-        }
-        Msg::Failed(_, error) => {
-            h.gone = true;
-            view.event(origin.elapsed(), &format!("{name} failed: {error}"));
-        }
-    }
-}
-
-/// Starts worker `w` on its own OS thread with its own current-thread
-/// runtime and connection.
-fn spawn(w: usize, client: redis::Client, options: Options, tx: mpsc::Sender<Msg>) -> Handle {
-    let (control, mut inbox) = tokio::sync::mpsc::unbounded_channel();
-    let thread = std::thread::Builder::new()
-        .name(format!("w{w}"))
-        .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    let _ = tx.send(Msg::Failed(w, format!("cannot start a runtime: {e}")));
-                    return;
-                }
-            };
-            runtime.block_on(async move {
-                let config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(Duration::from_secs(2)))
-                    .set_number_of_retries(3);
-                let conn = match ConnectionManager::new_with_config(client, config).await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        let _ = tx.send(Msg::Failed(w, format!("cannot connect: {e}")));
-                        return;
-                    }
-                };
-                let cancel = CancellationToken::new();
-                let mut pairs = match discover(conn, options.with_cancel(cancel.clone())) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        let _ = tx.send(Msg::Failed(w, e.to_string()));
-                        return;
-                    }
-                };
-                loop {
-                    tokio::select! {
-                        biased;
-                        control = inbox.recv() => match control {
-                            // Blocks this worker's only runtime thread: its
-                            // registrations and timers stop, as in a frozen
-                            // process.
-                            Some(Control::Stall(d)) => std::thread::sleep(d),
-                            // Dropping the stream stops the worker at once.
-                            Some(Control::Crash) | None => return,
-                            Some(Control::Cancel) => cancel.cancel(),
-                        },
-                        pair = pairs.next() => match pair {
-                            Some(pair) => {
-                                if tx.send(Msg::Pair(w, pair.into_lease(), Instant::now())).is_err() {
-                                    return;
-                                }
-                            }
-                            None => {
-                                let _ = tx.send(Msg::Ended(w, Instant::now()));
-                                return;
-                            }
-                        },
-                    }
-                }
-            });
-        })
-        .expect("spawning a thread");
-    Handle {
-        control,
-        thread,
-        held: None,
-        gone: false,
-    }
+    let end_us = workers.harness.us(end_at);
+    Ok((workers.harness.records().to_vec(), end_us))
 }

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use lease_core::{Assignment, Event, Mode, Options, OptionsError};
-use lease_sim::history::Record;
+use lease_history::Record;
 use lease_sim::{Action, Sim, SimConfig, WorkerId};
 
 use crate::scenario::{SCRIPT, What, length};

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use lease_sim::history::read_history;
+use lease_history::read_history;
 
 fn demo(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_lease-demo"))

@@ -552,10 +552,7 @@ impl<G> Assignments<G> {
 impl<G: Unpin> futures_core::Stream for Assignments<G> {
     type Item = Assignment;
 
-    fn poll_next(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Assignment>> {
+    fn poll_next(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Assignment>> {
         Assignments::poll_next(self.get_mut(), cx)
     }
 }

@@ -116,13 +116,13 @@ use tokio_util::task::AbortOnDropHandle;
 /// fred, re-exported so that one dependency line is enough.
 pub use fred;
 pub use futures_util::StreamExt;
+/// The group's options (name, interval, gap, prefix, mode, mapping), with
+/// their builder methods; [`Options`] adds the cancellation token.
+pub use lease_core::Options as GroupOptions;
 pub use lease_core::ownership::Mapping;
 pub use lease_core::{
     Assignment, GroupRules, Idle, IdleReason, Lease, Mode, OptionsError, Refusal, Slot, Token,
 };
-/// The group's options (name, interval, gap, prefix, mode, mapping), with
-/// their builder methods; [`Options`] adds the cancellation token.
-pub use lease_core::Options as GroupOptions;
 pub use tokio_util::sync::CancellationToken;
 
 /// Options of one worker: the group's options ([`GroupOptions`]), an

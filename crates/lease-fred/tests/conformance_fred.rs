@@ -1,8 +1,7 @@
 //! The conformance suite (`lease-conformance`) for the fred adapter, over a
 //! centralized client (reconnecting after a restart) and a clustered one;
-//! and what fred's re-send of a command in flight does to each mode.
-
-mod proxy;
+//! and what fred's re-send of a command in flight does to each mode, with
+//! the lost reply injected by the fault proxy of `lease-chaos`.
 
 use std::time::{Duration, Instant};
 
@@ -11,6 +10,7 @@ use fred::prelude::{
 };
 use futures::StreamExt;
 use futures::stream::LocalBoxStream;
+use lease_chaos::proxy::{Link, Proxy};
 use lease_conformance::{Adapter, Group, capture, conformance_suite, intervals};
 use lease_core::{Assignment, Mode, OptionsError, diag};
 use lease_testkit::{RedisServer, test_interval, unique_name};
@@ -91,18 +91,19 @@ conformance_suite!(Fred, run);
 fn fred_resends_a_command_in_flight_when_its_connection_drops() {
     run(async {
         let server = RedisServer::start().expect("redis-server");
-        let proxy = proxy::Proxy::start(server.addr());
-        let client = client(Config::from_url(&proxy.url()).expect("url")).await;
+        let proxy = Proxy::new(server.addr()).expect("proxy");
+        let link = proxy.link(1).expect("link");
+        let client = client(Config::from_url(&link.url()).expect("url")).await;
         let sha = server.command(&["SCRIPT", "LOAD", "return redis.call('INCR', KEYS[1])"]);
-        let sha = sha.expect("SCRIPT LOAD").as_str().expect("sha").to_owned();
-        proxy.lose_next_reply();
+        let sha: String = redis::from_redis_value(sha.expect("SCRIPT LOAD")).expect("sha");
+        link.lose_next_reply();
         let count: i64 = client
             .evalsha(sha, vec!["counter"], Vec::<String>::new())
             .await
             .expect("re-sent, so answered");
-        assert!(proxy.lost());
-        assert_eq!(proxy.resent(), 1);
-        assert_eq!(proxy.connections(), 2, "fred reconnected once");
+        assert!(link.lost_reply());
+        assert_eq!(link.resent(), 1);
+        assert_eq!(link.counts().0, 2, "fred reconnected once");
         assert_eq!(count, 2, "executed twice, the first reply lost");
     });
 }
@@ -112,10 +113,11 @@ fn fred_resends_a_command_in_flight_when_its_connection_drops() {
 /// reconnects and re-sends the registration (and in `Ranked` mode the
 /// worker's own retry after its adaptive timeout may overtake it: the same
 /// command), which Redis executes again.
-async fn lose_one_reply(mode: Mode) -> (Group<Fred>, Instant, String) {
+async fn lose_one_reply(mode: Mode) -> (Group<Fred>, Instant, Upstream) {
     let server = RedisServer::start().expect("redis-server");
-    let proxy = proxy::Proxy::start(server.addr());
-    let client = client(Config::from_url(&proxy.url()).expect("url")).await;
+    let proxy = Proxy::new(server.addr()).expect("proxy");
+    let link = proxy.link(2).expect("link");
+    let client = client(Config::from_url(&link.url()).expect("url")).await;
     let mut group = Group::<Fred>::default();
     let name = unique_name("resend");
     let options = lease_core::Options::new(&name, test_interval()).with_mode(mode);
@@ -125,21 +127,32 @@ async fn lose_one_reply(mode: Mode) -> (Group<Fred>, Instant, String) {
         .await;
     let failed = capture::count(&name, diag::REGISTRATION_FAILED);
     let since = Instant::now();
-    proxy.lose_next_reply();
+    link.lose_next_reply();
     group
         .wait(
             "a reply lost and the registration re-sent",
             intervals(3.0),
-            |_| proxy.resent() > 0,
+            |_| link.resent() > 0,
         )
         .await;
-    assert!(proxy.lost());
-    assert_eq!(proxy.connections(), 2, "fred reconnected once");
+    assert!(link.lost_reply());
+    assert_eq!(link.counts().0, 2, "fred reconnected once");
     let timeouts = capture::count(&name, diag::REGISTRATION_FAILED) - failed;
     eprintln!("{mode}: the registration was executed again; {timeouts} request timeouts meanwhile");
-    // Keep the server (and the proxy's upstream) alive with the group.
-    std::mem::forget(server);
-    (group, since, name)
+    let upstream = Upstream {
+        _server: server,
+        _proxy: proxy,
+        _link: link,
+    };
+    (group, since, upstream)
+}
+
+/// The server, the proxy and the link of [`lose_one_reply`], kept alive
+/// until the scenario ends.
+struct Upstream {
+    _server: RedisServer,
+    _proxy: Proxy,
+    _link: Link,
 }
 
 /// `Ranked` mode: the re-sent registration repeats a token in its interval,
@@ -147,7 +160,7 @@ async fn lose_one_reply(mode: Mode) -> (Group<Fred>, Instant, String) {
 #[test]
 fn resend_costs_no_stand_down_in_ranked_mode() {
     run(async {
-        let (mut group, since, _) = lose_one_reply(Mode::Ranked).await;
+        let (mut group, since, _upstream) = lose_one_reply(Mode::Ranked).await;
         group.run_for(intervals(4.0)).await;
         assert_eq!(
             group.changes_since(0, since),
@@ -166,7 +179,7 @@ fn resend_costs_no_stand_down_in_ranked_mode() {
 #[test]
 fn resend_stands_the_group_down_in_arrival_mode() {
     run(async {
-        let (mut group, since, _) = lose_one_reply(Mode::Arrival).await;
+        let (mut group, since, _upstream) = lose_one_reply(Mode::Arrival).await;
         group
             .wait("every worker stood down", intervals(4.0), |g| {
                 (0..3).all(|w| g.records_of(w, since).iter().any(|r| r.pair.is_none()))

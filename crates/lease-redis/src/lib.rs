@@ -97,17 +97,17 @@ mod redis_rs;
 pub use driver::{Discover, Options, discover};
 #[cfg(feature = "tokio")]
 pub use futures_util::StreamExt;
+/// The group's options (name, interval, gap, prefix, mode, mapping), with
+/// their builder methods; [`Options`] adds the cancellation token.
+pub use lease_core::Options as GroupOptions;
 pub use lease_core::ownership::Mapping;
 pub use lease_core::{
     Assignment, GroupRules, Idle, IdleReason, Lease, Mode, OptionsError, Refusal, Slot, Token,
 };
-/// The group's options (name, interval, gap, prefix, mode, mapping), with
-/// their builder methods; [`Options`] adds the cancellation token.
-pub use lease_core::Options as GroupOptions;
-/// redis-rs, re-exported so that one dependency line is enough.
-pub use redis;
-#[cfg(feature = "tokio")]
-pub use tokio_util::sync::CancellationToken;
 #[cfg(feature = "metrics")]
 pub use lease_driver::metrics;
+/// redis-rs, re-exported so that one dependency line is enough.
+pub use redis;
 pub use redis_rs::RedisRs;
+#[cfg(feature = "tokio")]
+pub use tokio_util::sync::CancellationToken;

@@ -8,9 +8,16 @@
 //! Every worker is a [`lease_core::Worker`] driven through the same interface
 //! the adapters use.
 //!
-//! A run writes a history in the format of DESIGN section 6 ([`history`]) and
-//! an independent [`checker`] verifies it: exclusivity at every instant,
-//! fencing order, coverage, join-to-own and stand-down times.
+//! A run writes a history in the format of DESIGN section 6
+//! ([`lease_history::Record`]) and the independent checker of
+//! [`lease_history`] judges it ([`Sim::check`]): exclusivity at every
+//! instant, fencing order, coverage, join-to-own and stand-down times. The
+//! simulator only produces histories; the judge lives in its own crate, so
+//! chaos runs, the conformance suite and your own tests are judged by the
+//! same code without depending on the simulator.
+//!
+//! The command-line runner of randomized runs is `lease sim` (crate
+//! `lease-cli`).
 //!
 //! Downstream projects use [`Sim`] to test their own worker logic against the
 //! protocol in virtual time; see `docs/testing-with-lease-sim.md`.
@@ -32,12 +39,9 @@
 //! ```
 #![forbid(unsafe_code)]
 
-pub mod checker;
-pub mod history;
 mod net;
 mod run;
 mod store;
-pub mod timeline;
 mod world;
 
 pub use net::{LocalClock, Network};

@@ -9,10 +9,9 @@ use rand_chacha::ChaCha8Rng;
 
 use lease_core::{Mode, Options, OptionsError};
 
-use crate::checker::Summary;
-use crate::history::Record;
 use crate::net::Network;
 use crate::world::{Action, Sim, SimConfig, Stats, WorkerId};
+use lease_history::{Record, Summary};
 
 /// Which faults a randomized run injects.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

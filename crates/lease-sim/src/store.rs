@@ -291,7 +291,12 @@ mod tests {
     fn wrong_interval_writes_nothing() {
         let mut s = SimStore::new();
         let r = s
-            .execute(Mode::Arrival, at(10, 5), ["{g}:9", "{g}:8", "{g}:rules"], &args(9, &[]))
+            .execute(
+                Mode::Arrival,
+                at(10, 5),
+                ["{g}:9", "{g}:8", "{g}:rules"],
+                &args(9, &[]),
+            )
             .unwrap();
         assert_eq!(r, vec![0, 10, 3, 5000]);
         assert!(s.is_empty());
@@ -389,8 +394,13 @@ mod tests {
     fn other_rules_are_refused_and_write_nothing_until_the_record_expires() {
         let mut s = SimStore::new();
         let k = ["{g}:10", "{g}:9", "{g}:rules"];
-        s.execute(Mode::Ranked, at(10, 1), k, &args(10, &["a".repeat(32).as_str(), "2"]))
-            .unwrap();
+        s.execute(
+            Mode::Ranked,
+            at(10, 1),
+            k,
+            &args(10, &["a".repeat(32).as_str(), "2"]),
+        )
+        .unwrap();
         assert_eq!(s.peek("{g}:rules"), Some(Peek::Text(RULES.to_owned())));
         // A worker at 600 ms: refused, with the recorded rules as integers.
         let mut other = args(5, &["b".repeat(32).as_str(), "2"]);
@@ -413,7 +423,10 @@ mod tests {
             .execute(Mode::Ranked, later, [&k6s[0], &k6s[1], "{g}:rules"], &other)
             .unwrap();
         assert_eq!(r[0], 1);
-        assert_eq!(s.peek("{g}:rules"), Some(Peek::Text("1:600:ranked:modulo".into())));
+        assert_eq!(
+            s.peek("{g}:rules"),
+            Some(Peek::Text("1:600:ranked:modulo".into()))
+        );
     }
 
     #[test]

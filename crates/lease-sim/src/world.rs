@@ -14,9 +14,9 @@ use rand_chacha::ChaCha8Rng;
 
 use lease_core::{Assignment, Event, Lease, Options, OptionsError, RequestId, Token, Worker};
 
-use crate::history::{LeaveHow, Record};
 use crate::net::{LocalClock, Network};
 use crate::store::SimStore;
+use lease_history::{LeaveHow, Record};
 
 /// The server clock's reading at true time zero: 2023-11-14, in microseconds
 /// since the Unix epoch (any realistic value would do).
@@ -402,10 +402,10 @@ impl Sim {
 
     /// Checks the history so far (DESIGN section 6): exclusivity, fencing,
     /// coverage, stand-downs, join-to-own.
-    pub fn check(&self) -> crate::checker::Summary {
+    pub fn check(&self) -> lease_history::Summary {
         let mut records = self.history.clone();
         records.extend(self.closing_records());
-        crate::checker::check(&records, Some(self.now))
+        lease_history::check(&records, Some(self.now))
     }
 
     /// The history so far, closed at the current instant: every lease still

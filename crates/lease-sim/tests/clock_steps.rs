@@ -79,7 +79,11 @@ fn counterexample(seed: u64) -> Option<Sim> {
     let Some(Peek::Members(members)) = sim.store().peek(&interval_key("", "g", k)) else {
         panic!("seed {seed}: interval k is gone");
     };
-    assert_eq!(members.len(), 3, "seed {seed}: B did not register into the reopened k");
+    assert_eq!(
+        members.len(),
+        3,
+        "seed {seed}: B did not register into the reopened k"
+    );
     Some(sim)
 }
 
@@ -87,7 +91,9 @@ fn counterexample(seed: u64) -> Option<Sim> {
 fn after_a_backward_step_no_agreement_is_seeded_over_reopened_intervals() {
     let mut built = 0;
     for seed in 0..40 {
-        let Some(sim) = counterexample(seed) else { continue };
+        let Some(sim) = counterexample(seed) else {
+            continue;
+        };
         built += 1;
         let summary = sim.check();
         // Exclusivity holds. Fencing order cannot: a backward step repeats

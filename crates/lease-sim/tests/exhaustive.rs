@@ -64,9 +64,9 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use lease_core::{Assignment, Event, IdleReason, Lease, Mode, Options, RequestId, Token, Worker};
+use lease_history::Record;
+use lease_history::{self as checker, Summary};
 use lease_sim::SimStore;
-use lease_sim::checker::{self, Summary};
-use lease_sim::history::Record;
 
 /// Interval length `L`, in microseconds.
 const L: u64 = 1_000_000;
@@ -404,8 +404,12 @@ impl<'a> Model<'a> {
         match step {
             Step::Join(w) => {
                 let bits = spread_token(w, self.sc.workers());
-                let core = Worker::new(&self.options, Token::from_bits_same_worker_if_reused(bits), self.local(self.now))
-                    .expect("valid options");
+                let core = Worker::new(
+                    &self.options,
+                    Token::from_bits_same_worker_if_reused(bits),
+                    self.local(self.now),
+                )
+                .expect("valid options");
                 self.procs[w].core = Some(core);
                 self.history.push(Record::join(Self::name(w), self.now));
                 self.input(w, None, |core, now| core.handle_timeout(now));

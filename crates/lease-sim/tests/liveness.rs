@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use common::*;
 use lease_core::Mode;
-use lease_sim::history::Record;
+use lease_history::Record;
 use lease_sim::{Action, Mishap, Network};
 
 const MODES: [Mode; 2] = [Mode::Ranked, Mode::Arrival];

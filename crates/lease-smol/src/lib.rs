@@ -100,13 +100,13 @@ use redis::aio::ConnectionLike;
 
 pub use cancel::CancelToken;
 pub use futures::StreamExt;
+/// The group's options (name, interval, gap, prefix, mode, mapping), with
+/// their builder methods; [`Options`] adds the cancellation token.
+pub use lease_core::Options as GroupOptions;
 pub use lease_core::ownership::Mapping;
 pub use lease_core::{
     Assignment, GroupRules, Idle, IdleReason, Lease, Mode, OptionsError, Refusal, Slot, Token,
 };
-/// The group's options (name, interval, gap, prefix, mode, mapping), with
-/// their builder methods; [`Options`] adds the cancellation token.
-pub use lease_core::Options as GroupOptions;
 /// redis-rs, re-exported so that one dependency line is enough.
 pub use redis;
 
@@ -124,8 +124,10 @@ pub use redis;
 /// ```
 pub type Options = lease_driver::Options<CancelToken>;
 
-/// A worker's whole run, to spawn on an executor ([`discover_with`]).
-pub type Worker = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+/// The future of a worker's whole run (its registrations, timers and pair
+/// stream), to spawn on an executor ([`discover_with`]). Not the state
+/// machine: that is [`lease_core::Worker`], which this future drives.
+pub type WorkerFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 /// Starts a worker of the group named in `options` on `connection` and
 /// returns its pair stream. The worker runs on smol's global executor
@@ -146,7 +148,7 @@ where
 pub fn discover_with<C>(
     connection: C,
     options: Options,
-    spawn: impl FnOnce(Worker),
+    spawn: impl FnOnce(WorkerFuture),
 ) -> Result<Discover, OptionsError>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,

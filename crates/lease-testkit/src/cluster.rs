@@ -7,9 +7,9 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::resp::RespValue;
 use crate::server::{RedisServer, info_field};
 use crate::util::{file_tail, render_command};
+use redis::Value;
 
 /// Bound on `redis-cli --cluster create` (it normally takes about 2 s).
 const CREATE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -85,7 +85,7 @@ impl RedisCluster {
     /// # Panics
     ///
     /// If `node` is out of range.
-    pub fn command_on<A: AsRef<[u8]>>(&self, node: usize, args: &[A]) -> io::Result<RespValue> {
+    pub fn command_on<A: AsRef<[u8]>>(&self, node: usize, args: &[A]) -> io::Result<Value> {
         self.nodes[node].command(args)
     }
 
@@ -149,7 +149,11 @@ impl RedisCluster {
             let mut pending = Vec::new();
             for (i, node) in self.nodes.iter().enumerate() {
                 let info = node.command(&["CLUSTER", "INFO"]);
-                let info = info.as_ref().ok().and_then(RespValue::as_str).unwrap_or("");
+                let info: String = info
+                    .ok()
+                    .and_then(|v| redis::from_redis_value(v).ok())
+                    .unwrap_or_default();
+                let info = info.as_str();
                 let field = |f| info_field(info, f).unwrap_or("?");
                 let (state, slots_ok, known) = (
                     field("cluster_state"),

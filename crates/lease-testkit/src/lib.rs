@@ -1,9 +1,12 @@
 //! Test harness that runs real `redis-server` processes for the integration
 //! tests of the Redis adapters.
 //!
-//! Everything here is synchronous and uses only `std` (`std::process`,
-//! `std::net`), so tests of tokio, smol or async-std adapters can all use
-//! it; no runtime and no dependencies are pulled in.
+//! Everything here is synchronous (`std::process`, redis-rs's sync client,
+//! `tempfile`), so tests of tokio, smol or async-std adapters can all use
+//! it; no runtime is pulled in. What no crate gives is here: a restart on
+//! the same port, `CLIENT PAUSE`, the check that a port is served by the
+//! process we started (its pid), a watchdog that kills a server its test
+//! process left behind, and a real cluster.
 //!
 //! * [`RedisServer`]: one `redis-server` child on a free port of
 //!   `127.0.0.1`, without persistence, in its own temporary directory; it can
@@ -15,8 +18,9 @@
 //!   [`can_control`](TestRedis::can_control)); otherwise a local
 //!   [`RedisServer`]. [`TestRedis::shared`] gives one per test binary.
 //! * [`RedisCluster`]: a real Redis Cluster of master-only nodes.
-//! * [`RespConnection`] / [`RespValue`]: a minimal blocking RESP2 client for
-//!   admin commands (`SCRIPT FLUSH`, `CLIENT KILL`, `INFO`, …).
+//! * [`command`]: one admin command (`SCRIPT FLUSH`, `CLIENT KILL`, `INFO`,
+//!   …) on a redis-rs [`Connection`](redis::Connection) from `connect()`;
+//!   every `command` method returns a redis-rs [`Value`](redis::Value).
 //! * [`unique_name`] and [`test_interval`] for naming and timing tests.
 //!
 //! `redis-server` and `redis-cli` are taken from `PATH` unless
@@ -25,7 +29,8 @@
 //! # Example
 //!
 //! ```no_run
-//! use lease_testkit::{RedisServer, RespValue, TestRedis, unique_name};
+//! use lease_testkit::{RedisServer, TestRedis, unique_name};
+//! use redis::Value;
 //! use std::time::Duration;
 //!
 //! # fn main() -> std::io::Result<()> {
@@ -40,14 +45,13 @@
 //! let mut server = RedisServer::start()?;
 //! server.command(&["SET", "k", "v"])?;
 //! server.restart()?; // same port, empty again
-//! assert_eq!(server.command(&["GET", "k"])?, RespValue::Nil);
+//! assert_eq!(server.command(&["GET", "k"])?, Value::Nil);
 //! server.pause(Duration::from_millis(200))?; // CLIENT PAUSE 200 ALL
 //! # Ok(())
 //! # }
 //! ```
 
 mod cluster;
-mod resp;
 mod server;
 mod test_redis;
 mod util;
@@ -57,9 +61,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use cluster::RedisCluster;
-pub use resp::{RespConnection, RespValue, encode_command, read_value};
 pub use server::RedisServer;
 pub use test_redis::TestRedis;
+pub use util::command;
 
 /// Default of [`test_interval`].
 pub const DEFAULT_TEST_INTERVAL: Duration = Duration::from_millis(300);

@@ -8,8 +8,10 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::resp::{RespConnection, RespValue};
-use crate::util::{DEFAULT_COMMAND_TIMEOUT, PortLease, Target, TempDir, file_tail, render_command};
+use redis::{Connection, Value};
+use tempfile::TempDir;
+
+use crate::util::{DEFAULT_COMMAND_TIMEOUT, PortLease, Target, file_tail, render_command};
 
 /// How long a freshly spawned server may take to answer `PING`.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -86,7 +88,7 @@ impl RedisServer {
     }
 
     fn launch(extra_args: Vec<String>, cluster_bus: bool) -> io::Result<RedisServer> {
-        let dir = TempDir::new("lease-testkit-redis")?;
+        let dir = temp_dir()?;
         let mut races = Vec::new();
         for _ in 0..START_ATTEMPTS {
             let port = PortLease::pick()?;
@@ -173,8 +175,9 @@ impl RedisServer {
         }
     }
 
-    /// Opens a new admin connection (5 s read/write timeout).
-    pub fn connect(&self) -> io::Result<RespConnection> {
+    /// Opens a new admin connection (redis-rs's sync client, 5 s read/write
+    /// timeout); run commands on it with [`command`](crate::command).
+    pub fn connect(&self) -> io::Result<Connection> {
         self.target.connect(DEFAULT_COMMAND_TIMEOUT)
     }
 
@@ -183,7 +186,7 @@ impl RedisServer {
     ///
     /// An error reply is returned as `Err` (kind
     /// [`Other`](io::ErrorKind::Other)) carrying the server's message.
-    pub fn command<A: AsRef<[u8]>>(&self, args: &[A]) -> io::Result<RespValue> {
+    pub fn command<A: AsRef<[u8]>>(&self, args: &[A]) -> io::Result<Value> {
         self.target.command(args, DEFAULT_COMMAND_TIMEOUT)
     }
 
@@ -193,7 +196,7 @@ impl RedisServer {
         &self,
         args: &[A],
         timeout: Duration,
-    ) -> io::Result<RespValue> {
+    ) -> io::Result<Value> {
         self.target.command(args, timeout)
     }
 
@@ -306,37 +309,34 @@ fn pause_millis(duration: Duration) -> String {
     duration.as_nanos().div_ceil(1_000_000).max(1).to_string()
 }
 
+/// A fresh directory for one server, removed on drop.
+fn temp_dir() -> io::Result<TempDir> {
+    tempfile::Builder::new()
+        .prefix("lease-testkit-redis-")
+        .tempdir()
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot create a temp dir: {e}")))
+}
+
 /// Admin target for a local server; honours `--requirepass` in the extra
 /// arguments so that probes and admin commands authenticate.
 fn local_target(port: u16, extra_args: &[String]) -> Target {
-    let mut target = Target::local(port);
-    target.password = extra_args
+    let password = extra_args
         .iter()
         .rposition(|a| a == "--requirepass")
         .and_then(|i| extra_args.get(i + 1))
-        .filter(|p| !p.is_empty())
-        .cloned();
-    target
+        .filter(|p| !p.is_empty());
+    Target::local(port, password.map(String::as_str))
 }
 
+/// `redis://[:password@]127.0.0.1:port/`, the password percent-encoded.
 fn local_url(target: &Target) -> String {
-    let auth = match &target.password {
-        Some(password) => format!(":{}@", percent_encode(password)),
-        None => String::new(),
-    };
-    format!("redis://{auth}127.0.0.1:{}/", target.addr.port())
-}
-
-fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
+    let mut url = url::Url::parse(&format!("redis://127.0.0.1:{}/", target.addr.port()))
+        .unwrap_or_else(|e| unreachable!("a loopback URL parses: {e}"));
+    if let Some(password) = target.info.redis_settings().password() {
+        // A URL with a host always takes a password.
+        let _ = url.set_password(Some(password));
     }
-    out
+    url.into()
 }
 
 fn server_args(dir: &Path, port: u16, bus_port: Option<u16>, extra: &[String]) -> Vec<String> {
@@ -456,12 +456,13 @@ fn spawn_ready(dir: &Path, target: &Target, args: &[String]) -> Result<ServerPro
 /// that grabbed the port).
 fn probe_pid(target: &Target) -> Option<u32> {
     let mut conn = target.connect(Duration::from_millis(500)).ok()?;
-    match conn.command(&["PING"]).ok()? {
-        RespValue::Simple(s) if s == "PONG" => {}
+    match crate::command(&mut conn, &["PING"]).ok()? {
+        Value::SimpleString(s) if s == "PONG" => {}
         _ => return None,
     }
-    let info = conn.command(&["INFO", "server"]).ok()?;
-    info_field(info.as_str()?, "process_id")?.parse().ok()
+    let info = crate::command(&mut conn, &["INFO", "server"]).ok()?;
+    let info: String = redis::from_redis_value(info).ok()?;
+    info_field(&info, "process_id")?.parse().ok()
 }
 
 /// Value of `field` in an `INFO`-style `key:value` text.
@@ -548,8 +549,8 @@ mod tests {
     }
 
     fn expect_port_race(port: u16) {
-        let dir = TempDir::new("lease-testkit-test").unwrap();
-        let target = Target::local(port);
+        let dir = temp_dir().unwrap();
+        let target = Target::local(port, None);
         let args = server_args(dir.path(), port, None, &[]);
         match spawn_ready(dir.path(), &target, &args) {
             Err(StartError::PortRace(msg)) => assert!(msg.contains(&port.to_string()), "{msg}"),
@@ -575,7 +576,7 @@ mod tests {
     #[test]
     fn requirepass_goes_into_target_and_url() {
         let t = local_target(7000, &["--requirepass".into(), "a@b c".into()]);
-        assert_eq!(t.password.as_deref(), Some("a@b c"));
+        assert_eq!(t.info.redis_settings().password(), Some("a@b c"));
         assert_eq!(local_url(&t), "redis://:a%40b%20c@127.0.0.1:7000/");
         assert_eq!(
             local_url(&local_target(7000, &[])),

@@ -1,11 +1,12 @@
 //! [`TestRedis`]: a local server or the external one named by `REDIS_URL`.
 
 use std::io;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::resp::{RespConnection, RespValue};
+use redis::{Connection, Value};
+
 use crate::server::RedisServer;
 use crate::util::{DEFAULT_COMMAND_TIMEOUT, Target};
 
@@ -68,7 +69,7 @@ impl TestRedis {
     /// and the database number are honoured by the admin connections.
     /// The server must answer `PING`.
     pub fn external(url: &str) -> io::Result<TestRedis> {
-        let target = parse_url(url)?;
+        let target = Target::from_url(url)?;
         target
             .command(&["PING"], DEFAULT_COMMAND_TIMEOUT)
             .map_err(|e| io::Error::new(e.kind(), format!("Redis at {url} is not usable: {e}")))?;
@@ -119,14 +120,15 @@ impl TestRedis {
         }
     }
 
-    /// Opens a new admin connection (authenticated, database selected).
-    pub fn connect(&self) -> io::Result<RespConnection> {
+    /// Opens a new admin connection (redis-rs's sync client, authenticated,
+    /// database selected).
+    pub fn connect(&self) -> io::Result<Connection> {
         self.target().connect(DEFAULT_COMMAND_TIMEOUT)
     }
 
     /// Runs one command over a fresh connection (5 s timeout); see
     /// [`RedisServer::command`].
-    pub fn command<A: AsRef<[u8]>>(&self, args: &[A]) -> io::Result<RespValue> {
+    pub fn command<A: AsRef<[u8]>>(&self, args: &[A]) -> io::Result<Value> {
         self.target().command(args, DEFAULT_COMMAND_TIMEOUT)
     }
 
@@ -135,7 +137,7 @@ impl TestRedis {
         &self,
         args: &[A],
         timeout: Duration,
-    ) -> io::Result<RespValue> {
+    ) -> io::Result<Value> {
         self.target().command(args, timeout)
     }
 
@@ -191,129 +193,6 @@ impl From<RedisServer> for TestRedis {
     fn from(server: RedisServer) -> Self {
         TestRedis {
             backend: Backend::Local(server),
-        }
-    }
-}
-
-/// Parses `redis://[[user]:password@]host[:port][/db]`.
-fn parse_url(url: &str) -> io::Result<Target> {
-    let bad = |why: &str| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("unsupported Redis URL {url:?}: {why}"),
-        )
-    };
-    let rest = url
-        .strip_prefix("redis://")
-        .ok_or_else(|| bad("expected the redis:// scheme"))?;
-    let rest = rest.split(['?', '#']).next().unwrap_or_default();
-    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-    let (userinfo, hostport) = match authority.rsplit_once('@') {
-        Some((u, h)) => (Some(u), h),
-        None => (None, authority),
-    };
-    let (username, password) = match userinfo {
-        None => (None, None),
-        Some(u) => match u.split_once(':') {
-            Some((user, pass)) => (
-                Some(percent_decode(user).ok_or_else(|| bad("bad percent-encoding"))?)
-                    .filter(|u| !u.is_empty()),
-                Some(percent_decode(pass).ok_or_else(|| bad("bad percent-encoding"))?),
-            ),
-            None => (
-                Some(percent_decode(u).ok_or_else(|| bad("bad percent-encoding"))?)
-                    .filter(|u| !u.is_empty()),
-                None,
-            ),
-        },
-    };
-    let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
-        let (host, after) = v6.split_once(']').ok_or_else(|| bad("unclosed ["))?;
-        (host, after.strip_prefix(':'))
-    } else {
-        match hostport.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (hostport, None),
-        }
-    };
-    if host.is_empty() {
-        return Err(bad("missing host"));
-    }
-    let port: u16 = match port {
-        None | Some("") => 6379,
-        Some(p) => p.parse().map_err(|_| bad("bad port"))?,
-    };
-    let db: u32 = match path.trim_end_matches('/') {
-        "" => 0,
-        p => p.parse().map_err(|_| bad("bad database number"))?,
-    };
-    let addr = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot resolve {host}:{port}: {e}")))?
-        .next()
-        .ok_or_else(|| bad("host resolves to no address"))?;
-    Ok(Target {
-        addr,
-        username,
-        password,
-        db,
-    })
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_plain_url() {
-        let t = parse_url("redis://127.0.0.1:7000/").unwrap();
-        assert_eq!(t.addr, "127.0.0.1:7000".parse().unwrap());
-        assert_eq!((t.username, t.password, t.db), (None, None, 0));
-        let t = parse_url("redis://127.0.0.1").unwrap();
-        assert_eq!(t.addr.port(), 6379);
-    }
-
-    #[test]
-    fn parses_auth_db_and_ipv6() {
-        let t = parse_url("redis://:p%40ss@127.0.0.1:7001/3").unwrap();
-        assert_eq!(t.username, None);
-        assert_eq!(t.password.as_deref(), Some("p@ss"));
-        assert_eq!(t.db, 3);
-        let t = parse_url("redis://user:pw@[::1]:7002/").unwrap();
-        assert_eq!(t.username.as_deref(), Some("user"));
-        assert_eq!(t.password.as_deref(), Some("pw"));
-        assert_eq!(t.addr, "[::1]:7002".parse().unwrap());
-    }
-
-    #[test]
-    fn rejects_bad_urls() {
-        for url in [
-            "rediss://127.0.0.1/",
-            "unix:///tmp/redis.sock",
-            "redis://:6379/",
-            "redis://127.0.0.1:notaport/",
-            "redis://127.0.0.1:6379/x",
-            "redis://:%zz@127.0.0.1/",
-        ] {
-            let err = parse_url(url).unwrap_err();
-            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{url}");
         }
     }
 }

@@ -1,63 +1,21 @@
-//! Small std-only helpers: temporary directories, free ports, connection
-//! targets, log tails.
+//! Small helpers: free ports, admin connections (redis-rs's sync client),
+//! log tails.
 
 use std::collections::HashSet;
 use std::fs;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener};
-use std::path::{Path, PathBuf};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, ToSocketAddrs};
+use std::path::Path;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::resp::{RespConnection, RespValue};
+use redis::{
+    Client, Connection, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo,
+    RedisError, RedisResult, Value,
+};
 
 /// Timeout used for admin commands unless the caller picks another one.
 pub(crate) const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// A directory under [`std::env::temp_dir`] removed (recursively) on drop.
-#[derive(Debug)]
-pub(crate) struct TempDir {
-    path: PathBuf,
-}
-
-impl TempDir {
-    pub(crate) fn new(prefix: &str) -> io::Result<TempDir> {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let base = std::env::temp_dir();
-        let pid = std::process::id();
-        // A stale directory of an earlier process with the same pid may
-        // exist; `create_dir` fails on it and we simply take the next number.
-        for _ in 0..1000 {
-            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-            let path = base.join(format!("{prefix}-{pid}-{n}"));
-            match fs::create_dir(&path) {
-                Ok(()) => return Ok(TempDir { path }),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => {
-                    return Err(io::Error::new(
-                        e.kind(),
-                        format!("cannot create temp dir {}: {e}", path.display()),
-                    ));
-                }
-            }
-        }
-        Err(io::Error::new(
-            io::ErrorKind::AlreadyExists,
-            format!("cannot find a free temp dir name under {}", base.display()),
-        ))
-    }
-
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.path);
-    }
-}
 
 /// Ports handed out by this process and not yet released. Prevents two
 /// servers of the same test binary from racing for the same port when the
@@ -107,48 +65,110 @@ impl Drop for PortLease {
     }
 }
 
-/// Where and how to open admin connections.
+/// Where and how to open admin connections: redis-rs's connection info
+/// (address, user, password, database) and the socket address it names.
 #[derive(Debug, Clone)]
 pub(crate) struct Target {
     pub(crate) addr: SocketAddr,
-    pub(crate) username: Option<String>,
-    pub(crate) password: Option<String>,
-    pub(crate) db: u32,
+    pub(crate) info: ConnectionInfo,
 }
 
 impl Target {
-    pub(crate) fn local(port: u16) -> Target {
+    /// A server on `127.0.0.1:port`, authenticating with `password` if set.
+    pub(crate) fn local(port: u16, password: Option<&str>) -> Target {
+        let mut redis = RedisConnectionInfo::default();
+        if let Some(password) = password {
+            redis = redis.set_password(password);
+        }
+        let info = ConnectionAddr::Tcp(Ipv4Addr::LOCALHOST.to_string(), port)
+            .into_connection_info()
+            .map(|info| info.set_redis_settings(redis));
         Target {
             addr: SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)),
-            username: None,
-            password: None,
-            db: 0,
+            // Building the info of a TCP address cannot fail.
+            info: info.unwrap_or_else(|e| unreachable!("{e}")),
         }
     }
 
-    /// Opens a connection, authenticates and selects the database.
-    pub(crate) fn connect(&self, timeout: Duration) -> io::Result<RespConnection> {
-        let mut conn = RespConnection::connect(self.addr, timeout).map_err(|e| {
-            io::Error::new(e.kind(), format!("cannot connect to {}: {e}", self.addr))
-        })?;
-        if let Some(password) = &self.password {
-            match &self.username {
-                Some(user) => conn.command(&["AUTH", user, password])?,
-                None => conn.command(&["AUTH", password])?,
-            };
-        }
-        if self.db != 0 {
-            conn.command(&["SELECT", &self.db.to_string()])?;
-        }
-        Ok(conn)
+    /// The target of a `redis://` URL (parsed by redis-rs: user, password,
+    /// database; percent-coding undone).
+    pub(crate) fn from_url(url: &str) -> io::Result<Target> {
+        let bad = |why: String| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{}: {why}", shown_url(url)),
+            )
+        };
+        let info = url.into_connection_info().map_err(|e| bad(e.to_string()))?;
+        let ConnectionAddr::Tcp(host, port) = info.addr() else {
+            return Err(bad("only redis:// (TCP) URLs are supported".into()));
+        };
+        let addr = (host.as_str(), *port)
+            .to_socket_addrs()
+            .map_err(|e| bad(e.to_string()))?
+            .next()
+            .ok_or_else(|| bad(format!("{host} has no address")))?;
+        Ok(Target { addr, info })
     }
 
+    /// Opens a connection (authenticated, database selected) whose reads
+    /// and writes time out after `timeout`.
+    pub(crate) fn connect(&self, timeout: Duration) -> io::Result<Connection> {
+        let connect = || -> RedisResult<Connection> {
+            let conn = Client::open(self.info.clone())?.get_connection_with_timeout(timeout)?;
+            conn.set_read_timeout(Some(timeout))?;
+            conn.set_write_timeout(Some(timeout))?;
+            Ok(conn)
+        };
+        connect().map_err(|e| io_error(&format!("cannot connect to {}", self.addr), e))
+    }
+
+    /// Runs one command over a fresh connection; an error reply is an
+    /// `Err` carrying the server's message.
     pub(crate) fn command<A: AsRef<[u8]>>(
         &self,
         args: &[A],
         timeout: Duration,
-    ) -> io::Result<RespValue> {
-        self.connect(timeout)?.command(args)
+    ) -> io::Result<Value> {
+        let mut conn = self.connect(timeout)?;
+        command(&mut conn, args)
+    }
+}
+
+/// Runs `args` (command name first) on `conn`. An error reply is an `Err`
+/// of kind [`Other`](io::ErrorKind::Other) carrying the server's message.
+pub fn command<A: AsRef<[u8]>>(conn: &mut Connection, args: &[A]) -> io::Result<Value> {
+    let mut cmd = redis::Cmd::new();
+    for arg in args {
+        cmd.arg(arg.as_ref());
+    }
+    cmd.query::<Value>(conn)
+        .map_err(|e| io_error("command failed", e))
+}
+
+/// An `io::Error` for a redis-rs error: its I/O kind where it has one
+/// (refused, timed out, ...), `Other` for a server's error reply, whose text
+/// is the server's (`MOVED 5225 127.0.0.1:7001`, `NOSCRIPT ...`).
+fn io_error(what: &str, e: RedisError) -> io::Error {
+    if let Some(code) = e.code() {
+        let detail = e.detail().unwrap_or_default();
+        return io::Error::other(format!("{what}: {code} {detail}"));
+    }
+    let kind = if e.is_timeout() {
+        io::ErrorKind::TimedOut
+    } else if e.is_connection_refusal() {
+        io::ErrorKind::ConnectionRefused
+    } else {
+        io::ErrorKind::Other
+    };
+    io::Error::new(kind, format!("{what}: {e}"))
+}
+
+/// The URL for messages, password hidden.
+fn shown_url(url: &str) -> String {
+    match url.rsplit_once('@') {
+        Some((_, host)) => format!("redis://***@{host}"),
+        None => url.to_owned(),
     }
 }
 
@@ -181,4 +201,46 @@ pub(crate) fn render_command(program: &str, args: &[String]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_parsed_by_redis_rs_with_user_password_and_database() {
+        let t = Target::from_url("redis://me:s3cr%40t@127.0.0.1:6390/2").unwrap();
+        assert_eq!(t.addr, "127.0.0.1:6390".parse().unwrap());
+        let settings = t.info.redis_settings();
+        assert_eq!(settings.username(), Some("me"));
+        assert_eq!(settings.password(), Some("s3cr@t"));
+        assert_eq!(settings.db(), 2);
+        let t = Target::from_url("redis://localhost:7001/").unwrap();
+        assert_eq!(t.addr.port(), 7001);
+        assert!(t.addr.ip().is_loopback());
+    }
+
+    #[test]
+    fn bad_urls_are_rejected_without_showing_the_password() {
+        for url in [
+            "http://u:pw@127.0.0.1/",
+            "redis+unix:///tmp/redis.sock",
+            "not a url",
+        ] {
+            let err = Target::from_url(url).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{url}");
+            assert!(!err.to_string().contains("pw"), "{err}");
+        }
+    }
+
+    #[test]
+    fn local_targets_authenticate_when_asked() {
+        let t = Target::local(7000, Some("pw"));
+        assert_eq!(t.info.redis_settings().password(), Some("pw"));
+        assert_eq!(t.addr.port(), 7000);
+        assert_eq!(
+            Target::local(7000, None).info.redis_settings().password(),
+            None
+        );
+    }
 }

@@ -58,7 +58,9 @@ async fn run(server: &RedisServer, groups: usize, l: Duration, intervals: u32, m
     let counts = Arc::new(Counts::default());
     let mut tasks = Vec::with_capacity(groups);
     for g in 0..groups {
-        let options = lease_redis::Options::from(lease_core::Options::new(format!("scale-{g}"), l).with_mode(mode));
+        let options = lease_redis::Options::from(
+            lease_core::Options::new(format!("scale-{g}"), l).with_mode(mode),
+        );
         let mut pairs = lease_redis::discover(conn.clone(), options).expect("valid options");
         let counts = counts.clone();
         tasks.push(tokio::spawn(async move {

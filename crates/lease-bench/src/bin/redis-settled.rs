@@ -64,7 +64,8 @@ async fn run(server: &RedisServer, l: Duration, workers: usize, intervals: u32, 
             .get_multiplexed_async_connection()
             .await
             .expect("connect");
-        let options = lease_redis::Options::from(lease_core::Options::new(name.as_str(), l).with_mode(mode));
+        let options =
+            lease_redis::Options::from(lease_core::Options::new(name.as_str(), l).with_mode(mode));
         let mut pairs = lease_redis::discover(conn, options).expect("valid options");
         let tx = tx.clone();
         tasks.push(tokio::spawn(async move {

@@ -27,8 +27,7 @@ use redis::aio::MultiplexedConnection;
 async fn registration(conn: &mut MultiplexedConnection, mode: Mode) -> (Vec<String>, Vec<String>) {
     let options = Options::new("tput", Duration::from_secs(86_400)).with_mode(mode);
     let now = Instant::now();
-    let mut w =
-        Worker::new(&options, Token::seeded(0x7e57, 0), now).expect("valid");
+    let mut w = Worker::new(&options, Token::seeded(0x7e57, 0), now).expect("valid");
     w.handle_timeout(now);
     for _ in 0..4 {
         let t = w.poll_transmit().expect("a registration is due");

@@ -24,8 +24,7 @@ use std::time::Duration;
 
 use lease_bench::{SplitMix, Table, header, mean, percentile};
 use lease_core::{Mode, Options, Slot};
-use lease_sim::checker::Checker;
-use lease_sim::history::Record;
+use lease_history::{Checker, Record};
 use lease_sim::{Action, Network, Sim, SimConfig, WorkerId};
 
 const L: Duration = Duration::from_secs(1);

@@ -68,7 +68,11 @@ pub fn pair_changes(observed: &[Observed]) -> usize {
 pub fn first_own(observed: &[Observed], w: WorkerId, after: Duration) -> Option<Duration> {
     observed
         .iter()
-        .find(|o| o.worker == w && o.at >= after && matches!(&o.event, Event::Assignment(Assignment::Held(_))))
+        .find(|o| {
+            o.worker == w
+                && o.at >= after
+                && matches!(&o.event, Event::Assignment(Assignment::Held(_)))
+        })
         .map(|o| o.at)
 }
 

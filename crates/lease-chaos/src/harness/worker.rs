@@ -4,7 +4,7 @@
 //! controller (stall, crash, cancel).
 //!
 //! Each worker runs on an OS thread of its own with an executor of its own
-//! (see [`crate::adapters`]); the loop itself only uses `futures`, `std` and
+//! (see [`super::adapters`]); the loop itself only uses `futures`, `std` and
 //! a `sleep` the adapter passes in, so it runs on any runtime. A stall blocks
 //! that thread with [`std::thread::sleep`], freezing the adapter's I/O loop
 //! and timers as well as the loop body, like a paused process.
@@ -23,12 +23,17 @@ use tokio_util::sync::CancellationToken;
 use crate::sink::FencingSink;
 
 /// What the controller tells a worker thread.
-#[derive(Debug)]
-pub(crate) enum Control {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
     /// Block the executor thread for this long. With `mid_task`, and a lease
     /// held, the freeze happens between a task's validity check and its
     /// write (the fencing case); otherwise at once.
-    Stall { duration: Duration, mid_task: bool },
+    Stall {
+        /// How long.
+        duration: Duration,
+        /// Between a task's check and its write.
+        mid_task: bool,
+    },
     /// Die without standing down: the pair stream is dropped.
     Crash,
     /// Stand down through the adapter's cancellation token.
@@ -54,17 +59,26 @@ pub(crate) enum Msg {
     Failed { id: u64, error: String },
 }
 
+/// The work a worker's loop does while it holds a pair: tasks `0..tasks`,
+/// task `t` belongs to `t % n`, each result written to the fencing sink.
+#[derive(Clone, Debug)]
+pub struct Work {
+    /// The store the results go to.
+    pub sink: Arc<FencingSink>,
+    /// The task source's size.
+    pub tasks: u64,
+    /// How often the loop does a round of its tasks.
+    pub tick: Duration,
+}
+
 /// Everything a worker's loop needs besides the pair stream.
 pub(crate) struct WorkerCtx {
     /// The instance id, unique in the run.
     pub(crate) id: u64,
     pub(crate) control: UnboundedReceiver<Control>,
     pub(crate) events: Sender<Msg>,
-    pub(crate) sink: Arc<FencingSink>,
-    /// The task source: tasks `0..tasks`, task `t` belongs to `t % n`.
-    pub(crate) tasks: u64,
-    /// How often the loop does a round of its tasks.
-    pub(crate) tick: Duration,
+    /// The tasks the loop does, if any.
+    pub(crate) work: Option<Work>,
     /// The adapter's cancellation token.
     pub(crate) cancel: CancellationToken,
 }
@@ -113,12 +127,17 @@ where
     let mut pairs = pairs.map(lease_core::Assignment::into_lease).fuse();
     let mut held: Option<Lease> = None;
     let mut pending_stall: Option<Duration> = None;
-    let mut tick = Box::pin(sleep(ctx.tick).fuse());
+    // Without work, the loop only wakes for pairs and orders.
+    let tick_every = ctx
+        .work
+        .as_ref()
+        .map_or(Duration::from_secs(3600), |w| w.tick);
+    let mut tick = Box::pin(sleep(tick_every).fuse());
     loop {
         select_biased! {
             control = ctx.control.next() => match control {
                 Some(Control::Stall { duration, mid_task }) => {
-                    if mid_task && held.is_some() {
+                    if mid_task && held.is_some() && ctx.work.is_some() {
                         pending_stall = Some(duration);
                     } else {
                         std::thread::sleep(duration);
@@ -147,8 +166,10 @@ where
                 }
             },
             () = tick => {
-                tick = Box::pin(sleep(ctx.tick).fuse());
-                work(held.as_ref(), &mut pending_stall, &ctx);
+                tick = Box::pin(sleep(tick_every).fuse());
+                if let Some(w) = &ctx.work {
+                    work(held.as_ref(), &mut pending_stall, w, ctx.id);
+                }
             },
         }
     }
@@ -157,7 +178,7 @@ where
 /// One round of tasks: every task of the held pair, each only if the lease
 /// is valid at that instant, each result written to the sink with the
 /// lease's token.
-fn work(held: Option<&Lease>, pending_stall: &mut Option<Duration>, ctx: &WorkerCtx) {
+fn work(held: Option<&Lease>, pending_stall: &mut Option<Duration>, w: &Work, id: u64) {
     let Some(lease) = held else {
         if let Some(d) = pending_stall.take() {
             std::thread::sleep(d);
@@ -166,7 +187,7 @@ fn work(held: Option<&Lease>, pending_stall: &mut Option<Duration>, ctx: &Worker
     };
     let (i, n) = (u64::from(lease.i()), u64::from(lease.n()));
     let mut task = i;
-    while task < ctx.tasks {
+    while task < w.tasks {
         if !lease.is_valid() {
             break;
         }
@@ -179,8 +200,8 @@ fn work(held: Option<&Lease>, pending_stall: &mut Option<Duration>, ctx: &Worker
             }
             None => false,
         };
-        ctx.sink
-            .write(task, lease.token(), ctx.id, stalled, || lease.is_valid());
+        w.sink
+            .write(task, lease.token(), id, stalled, || lease.is_valid());
         task += n;
     }
     // The lease ran out before the stall's moment came: freeze anyway.

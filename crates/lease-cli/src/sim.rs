@@ -1,5 +1,6 @@
-//! `lease-sim`: one randomized simulation run, its history, and the checker's
-//! verdict as the last line. Exits 1 on a violation.
+//! `lease sim`: one randomized simulation run of a group on the
+//! deterministic simulator (`lease-sim`), its history, and the checker's
+//! verdict (`lease-history`) as the last line. Exits 1 on a violation.
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -7,19 +8,16 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::Args;
 use lease_core::Mode;
-use lease_sim::history::HistoryWriter;
-use lease_sim::{Faults, RunConfig, random_run};
+use lease_history::HistoryWriter;
+use lease_sim::{Faults, Network, RunConfig, random_run};
 
-/// Run one randomized simulation of a lease group and check its history.
-///
-/// Workers join, leave, crash and stall at random; with --faults every fault
-/// under which exclusivity is claimed is injected too. A seed replays a run
-/// exactly.
-#[derive(Parser, Debug)]
-#[command(version)]
-struct Args {
+use crate::CliError;
+
+/// The flags of `lease sim`.
+#[derive(Args, Debug)]
+pub(crate) struct SimArgs {
     /// Seed of the run.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -59,43 +57,41 @@ struct Args {
     history: Option<PathBuf>,
 }
 
-fn main() -> ExitCode {
-    let args = Args::parse();
-    let cfg = RunConfig {
-        seed: args.seed,
-        workers: args.workers,
-        intervals: args.intervals,
-        mode: args.mode,
-        interval: Duration::from_millis(args.interval_ms),
-        gap: args.gap,
-        faults: Faults {
-            within_guarantee: args.faults,
-            clock_jumps: args.clock_jumps,
-            lost_writes: args.lost_writes,
-            arrival_restarts: args.arrival_restarts,
-        },
-        churn: !args.no_churn,
-        network: lease_sim::Network::default(),
-    };
-    let report = match random_run(&cfg) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("lease-sim: invalid options: {e}");
-            return ExitCode::from(2);
+impl SimArgs {
+    fn config(&self) -> RunConfig {
+        RunConfig {
+            seed: self.seed,
+            workers: self.workers,
+            intervals: self.intervals,
+            mode: self.mode,
+            interval: Duration::from_millis(self.interval_ms),
+            gap: self.gap,
+            faults: Faults {
+                within_guarantee: self.faults,
+                clock_jumps: self.clock_jumps,
+                lost_writes: self.lost_writes,
+                arrival_restarts: self.arrival_restarts,
+            },
+            churn: !self.no_churn,
+            network: Network::default(),
         }
-    };
+    }
+}
+
+/// Plays the run, writes its history if asked, prints the run's counters and
+/// the checker's verdict (the last line).
+pub(crate) fn sim(args: &SimArgs) -> Result<ExitCode, CliError> {
+    let report = random_run(&args.config())?;
     if let Some(path) = &args.history {
-        let written = File::create(path).map_err(|e| e.to_string()).and_then(|f| {
-            let mut w = HistoryWriter::new(BufWriter::new(f));
-            for r in &report.history {
-                w.write(r).map_err(|e| e.to_string())?;
-            }
-            w.flush().map_err(|e| e.to_string())
-        });
-        if let Err(e) = written {
-            eprintln!("lease-sim: cannot write history to {}: {e}", path.display());
-            return ExitCode::from(2);
-        }
+        let write = |path: &PathBuf| -> std::io::Result<()> {
+            let mut w = HistoryWriter::new(BufWriter::new(File::create(path)?));
+            w.write_all(&report.history)?;
+            w.flush()
+        };
+        write(path).map_err(|source| CliError::Write {
+            path: path.clone(),
+            source,
+        })?;
     }
     let s = &report.stats;
     println!(
@@ -112,9 +108,9 @@ fn main() -> ExitCode {
         s.rejected
     );
     println!("{}", report.summary);
-    if report.summary.is_ok() {
+    Ok(if report.summary.is_ok() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
-    }
+    })
 }

@@ -1,0 +1,238 @@
+//! The checker: an independent judge of a history (DESIGN sections 3, 4
+//! and 6). It knows the record format and nothing of the protocol or its
+//! implementation.
+//!
+//! It rebuilds every worker's holding intervals from the `own` and `release`
+//! lines and checks, knowing nothing of the protocol:
+//!
+//! - **exclusivity**: at every instant, all held pairs have the same `n` and
+//!   distinct `i`; a worker never holds two pairs itself;
+//! - **fencing**: two different workers' holdings that share a task have
+//!   tokens at least 2 apart, ordered as the holdings start in time;
+//! - **coverage**: the share of time during which, for some `n`, every slot
+//!   `0..n` is held by exactly one worker and nothing else is held;
+//! - **stand-downs**, **join-to-own** delays and counts of each kind of line.
+//!
+//! # How the history is read
+//!
+//! The records are taken in time order: sorted stably by `at_us`, as
+//! [`History`](crate::History) keeps them, so lines with the same
+//! instant keep their file order (a worker's release before its next own).
+//! An `own` opens a holding `[at, ..)` for its worker; that worker's next
+//! `release` closes it at the release's `at_us`, the instant the lease really
+//! ended. Holdings are half-open, so a handover (a release at `t` and another
+//! worker's own at `t`) is no overlap. A holding still open at the end lasts
+//! until the end of the history: the latest `at_us`, or a later end passed to
+//! [`check`] or [`Checker::new`]. A `leave` ends its worker's holding at the
+//! leave's instant, unless the worker's `release` follows before its next
+//! `own` or `join`, in which case the release's instant counts (a simulator
+//! may write a crashed worker's lease deadline as its release).
+//!
+//! Lines that do not fit (a release with nothing held, a release of another
+//! pair than the one held, a pair with `i >= n`) are [`Anomaly`]s and make the
+//! result fail as violations do.
+//!
+//! # Layout
+//!
+//! One concern per module: `holdings` rebuilds the holdings from the lines,
+//! `sweep` checks exclusivity and measures coverage, `fencing` checks the
+//! tokens, `summary` puts it all in one value and one line.
+//!
+//! # Cost
+//!
+//! Reconstruction is one pass; exclusivity and coverage are one sweep over the
+//! sorted interval boundaries; the whole check is `O(E log E)` in the number
+//! of records, plus `O(E·K)` for fencing where `K` is the number of distinct
+//! group sizes `n` in the run (a handful). Violation counts are exact; the
+//! lists keep the first [`MAX_REPORTED`] of each kind.
+
+mod fencing;
+mod holdings;
+mod summary;
+mod sweep;
+#[cfg(test)]
+mod tests;
+
+pub use fencing::FencingViolation;
+pub use holdings::{Anomaly, AnomalyKind, Holding, HoldingEnd};
+pub use summary::{JoinStats, JoinToOwn, StandDowns, Summary, percentile};
+pub use sweep::{Coverage, Violation, ViolationKind};
+
+use crate::record::Record;
+
+/// The most violations, fencing violations and anomalies kept in each list
+/// (counts are always exact).
+pub const MAX_REPORTED: usize = 1000;
+
+/// An exact count and the first [`MAX_REPORTED`] items.
+#[derive(Clone, Debug)]
+pub(crate) struct Capped<T> {
+    pub(crate) count: u64,
+    pub(crate) items: Vec<T>,
+}
+
+impl<T> Default for Capped<T> {
+    fn default() -> Self {
+        Self {
+            count: 0,
+            items: Vec::new(),
+        }
+    }
+}
+
+impl<T> Capped<T> {
+    pub(crate) fn push(&mut self, item: T) {
+        self.count += 1;
+        if self.items.len() < MAX_REPORTED {
+            self.items.push(item);
+        }
+    }
+}
+
+/// Checks `records` (in file order or any other: they are sorted stably by
+/// `at_us` first). Holdings never released last until `end_us`, or until the
+/// latest record if that is later or `end_us` is `None`.
+///
+/// For a [`History`](crate::History), pass `history.records()`.
+pub fn check(records: &[Record], end_us: Option<u64>) -> Summary {
+    Checker::new(records, end_us).summary()
+}
+
+/// The reconstructed holdings of a history and everything checked on them.
+#[derive(Clone, Debug)]
+pub struct Checker {
+    rebuilt: holdings::Reconstruction,
+    sweep: sweep::Sweep,
+    fencing: Capped<FencingViolation>,
+    start_us: u64,
+    end_us: u64,
+}
+
+impl Checker {
+    /// Checks `records` (in any order: they are sorted stably by `at_us`
+    /// first). Holdings never released last until `end_us`, or until the
+    /// latest record if that is later or `end_us` is `None`.
+    pub fn new(records: &[Record], end_us: Option<u64>) -> Self {
+        let mut records: Vec<&Record> = records.iter().collect();
+        records.sort_by_key(|r| r.at_us());
+        let start_us = records.first().map_or(0, |r| r.at_us());
+        let last = records.last().map_or(start_us, |r| r.at_us());
+        let end_us = end_us.map_or(last, |e| e.max(last));
+
+        let rebuilt = holdings::reconstruct(&records, end_us);
+        let mut violations = Capped::default();
+        for &(old, new) in &rebuilt.replaced {
+            let (first, second) = (&rebuilt.holdings[old], &rebuilt.holdings[new]);
+            violations.push(Violation {
+                kind: ViolationKind::OwnWithoutRelease,
+                first: first.clone(),
+                second: second.clone(),
+                start_us: second.start_us,
+                overlap_us: 0,
+            });
+        }
+        let mut sweep = sweep::sweep(&rebuilt.holdings, violations);
+        sweep.violations.items.sort_by_key(|v| v.start_us);
+        let fencing = fencing::check(&rebuilt.holdings, &rebuilt.holder);
+        Checker {
+            rebuilt,
+            sweep,
+            fencing,
+            start_us,
+            end_us,
+        }
+    }
+
+    /// Every holding, in order of start.
+    pub fn holdings(&self) -> &[Holding] {
+        &self.rebuilt.holdings
+    }
+
+    /// The instant of the first record (0 for an empty history).
+    pub fn start_us(&self) -> u64 {
+        self.start_us
+    }
+
+    /// The end of the history: the latest record, or the end passed in.
+    pub fn end_us(&self) -> u64 {
+        self.end_us
+    }
+
+    /// Exclusivity violations, exact count.
+    pub fn violation_count(&self) -> u64 {
+        self.sweep.violations.count
+    }
+
+    /// The first [`MAX_REPORTED`] exclusivity violations, by start.
+    pub fn violations(&self) -> &[Violation] {
+        &self.sweep.violations.items
+    }
+
+    /// Fencing violations, exact count.
+    pub fn fencing_count(&self) -> u64 {
+        self.fencing.count
+    }
+
+    /// The first [`MAX_REPORTED`] fencing violations, by the later
+    /// holding's start.
+    pub fn fencing_violations(&self) -> &[FencingViolation] {
+        &self.fencing.items
+    }
+
+    /// Inconsistent lines, exact count.
+    pub fn anomaly_count(&self) -> u64 {
+        self.rebuilt.anomalies.count
+    }
+
+    /// The first [`MAX_REPORTED`] inconsistent lines, in time order.
+    pub fn anomalies(&self) -> &[Anomaly] {
+        &self.rebuilt.anomalies.items
+    }
+
+    /// The spans `[from, to)` of full coverage, sorted, disjoint and not
+    /// touching.
+    pub fn covered_spans(&self) -> &[(u64, u64)] {
+        &self.sweep.covered
+    }
+
+    /// Coverage over the whole run, `[start_us, end_us)`.
+    pub fn coverage(&self) -> Coverage {
+        self.coverage_in(self.start_us, self.end_us)
+    }
+
+    /// Coverage over `[from_us, to_us)` (empty if `to_us <= from_us`).
+    pub fn coverage_in(&self, from_us: u64, to_us: u64) -> Coverage {
+        self.sweep.coverage_in(from_us, to_us)
+    }
+
+    /// Releases followed by a re-own by the same worker.
+    pub fn stand_downs(&self) -> &StandDowns {
+        &self.rebuilt.stand_downs
+    }
+
+    /// Every `join`, in time order, with the worker's first own after it.
+    pub fn join_to_own(&self) -> &[JoinToOwn] {
+        &self.rebuilt.joins
+    }
+
+    /// Everything above in one value.
+    pub fn summary(&self) -> Summary {
+        let counts = self.rebuilt.counts;
+        Summary {
+            violation_count: self.violation_count(),
+            violations: self.violations().to_vec(),
+            fencing_count: self.fencing_count(),
+            fencing: self.fencing_violations().to_vec(),
+            anomaly_count: self.anomaly_count(),
+            anomalies: self.anomalies().to_vec(),
+            coverage: self.coverage(),
+            stand_downs: self.rebuilt.stand_downs.clone(),
+            join_to_own: JoinStats::from_joins(&self.rebuilt.joins),
+            owns: counts.owns,
+            releases: counts.releases,
+            faults: counts.faults,
+            joins: self.rebuilt.joins.len() as u64,
+            leaves: counts.leaves,
+        }
+    }
+}
