@@ -32,6 +32,10 @@ pub(crate) enum FaultKind {
     Churn,
     /// A burst join of +50 % workers, who leave again later.
     Burst,
+    /// Step the Redis host's clock forward or back, by half the gap or twice
+    /// it (libfaketime under the server). Not part of `all`: steps larger
+    /// than the gap are outside the guarantee (docs/reliability.md).
+    Clock,
 }
 
 impl FaultKind {
@@ -68,6 +72,7 @@ impl FaultKind {
             FaultKind::Flushall => "flushall",
             FaultKind::Churn => "churn",
             FaultKind::Burst => "burst",
+            FaultKind::Clock => "clock",
         }
     }
 }
@@ -84,9 +89,14 @@ impl FromStr for FaultKind {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         FaultKind::ALL
             .into_iter()
+            .chain([FaultKind::Clock])
             .find(|k| k.as_str() == s)
             .ok_or_else(|| {
-                let names: Vec<&str> = FaultKind::ALL.iter().map(|k| k.as_str()).collect();
+                let names: Vec<&str> = FaultKind::ALL
+                    .iter()
+                    .chain(&[FaultKind::Clock])
+                    .map(|k| k.as_str())
+                    .collect();
                 format!(
                     "unknown fault {s:?} (expected all, none or a comma-separated list of: {})",
                     names.join(", ")
@@ -126,7 +136,7 @@ impl fmt::Display for FaultSet {
         if self.0.is_empty() {
             return f.write_str("none");
         }
-        if self.0.len() == FaultKind::ALL.len() {
+        if self.0 == FaultKind::ALL {
             return f.write_str("all");
         }
         let names: Vec<&str> = self.0.iter().map(|k| k.as_str()).collect();
@@ -151,8 +161,17 @@ mod tests {
     }
 
     #[test]
+    fn clock_steps_are_named_but_not_in_all() {
+        let all: FaultSet = "all".parse().unwrap();
+        assert!(!all.0.contains(&FaultKind::Clock));
+        let set: FaultSet = "clock".parse().unwrap();
+        assert_eq!(set.0, vec![FaultKind::Clock]);
+        assert_eq!(set.to_string(), "clock");
+    }
+
+    #[test]
     fn names_round_trip() {
-        for kind in FaultKind::ALL {
+        for kind in FaultKind::ALL.into_iter().chain([FaultKind::Clock]) {
             assert_eq!(kind.as_str().parse::<FaultKind>().unwrap(), kind);
         }
     }

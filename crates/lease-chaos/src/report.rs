@@ -132,6 +132,70 @@ pub(crate) fn per_kind(
     out
 }
 
+/// What one step of the server clock did, over its window (until the next
+/// fault, or the end).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ClockStepStats {
+    /// When the step was made (history microseconds).
+    pub(crate) at_us: u64,
+    /// Its size, in microseconds (negative: back).
+    pub(crate) step_us: i64,
+    /// The server clock's offset after it.
+    pub(crate) offset_us: i64,
+    /// Leases that ended because their worker saw the clock move.
+    pub(crate) detected: u64,
+    /// Leases that ended in the window, for any reason.
+    pub(crate) standdowns: u64,
+    /// From the step until the group was fully covered again for good.
+    pub(crate) recovery_us: Option<u64>,
+    /// Exclusivity violations that started in the window.
+    pub(crate) violations: u64,
+    /// Fencing violations whose later holding started in the window.
+    pub(crate) fencing: u64,
+}
+
+/// The stats of each clock step: `steps` are `(fault index, step, offset)`,
+/// `clock_standdowns_us` when leases ended on a server-clock stand-down.
+pub(crate) fn clock_steps(
+    checker: &Checker,
+    faults: &[FaultRun],
+    steps: &[(usize, i64, i64)],
+    clock_standdowns_us: &[u64],
+    until_us: u64,
+) -> Vec<ClockStepStats> {
+    let released: Vec<u64> = checker
+        .holdings()
+        .iter()
+        .filter(|h| h.end == HoldingEnd::Released)
+        .map(|h| h.end_us)
+        .collect();
+    let in_window = |t: u64, a: u64, b: u64| a <= t && t < b;
+    steps
+        .iter()
+        .map(|&(f, step_us, offset_us)| {
+            let a = faults[f].start_us;
+            let b = faults
+                .iter()
+                .map(|g| g.start_us)
+                .filter(|&s| s > a)
+                .min()
+                .unwrap_or(until_us)
+                .max(a);
+            let count = |ts: &mut dyn Iterator<Item = u64>| ts.filter(|&t| in_window(t, a, b)).count() as u64;
+            ClockStepStats {
+                at_us: a,
+                step_us,
+                offset_us,
+                detected: count(&mut clock_standdowns_us.iter().copied()),
+                standdowns: count(&mut released.iter().copied()),
+                recovery_us: recovery_us(checker.covered_spans(), a, b),
+                violations: count(&mut checker.violations().iter().map(|v| v.start_us)),
+                fencing: count(&mut checker.fencing_violations().iter().map(|v| v.later.start_us)),
+            }
+        })
+        .collect()
+}
+
 /// How the run was set up, for the report.
 #[derive(Clone, Debug)]
 pub(crate) struct Setup {
@@ -164,6 +228,8 @@ pub(crate) struct Report {
     /// runs: each should come back as a stale write (unless nobody wrote the
     /// task meanwhile).
     pub(crate) long_mid_stalls: u64,
+    /// Each step of the server clock (`--faults clock`).
+    pub(crate) clock_steps: Vec<ClockStepStats>,
 }
 
 fn ms(us: u64) -> String {
@@ -226,6 +292,34 @@ impl Report {
                     opt_ms(s.recovery_p50_us()),
                     opt_ms(s.recovery_max_us()),
                     s.unrecovered
+                );
+            }
+        }
+        if !self.clock_steps.is_empty() {
+            let _ = writeln!(
+                out,
+                "{:>10} {:>9} {:>10} {:>9} {:>11} {:>12} {:>10} {:>7}",
+                "clock at_s",
+                "step_ms",
+                "offset_ms",
+                "detected",
+                "stand-downs",
+                "recovery_ms",
+                "violations",
+                "fencing"
+            );
+            for c in &self.clock_steps {
+                let _ = writeln!(
+                    out,
+                    "{:>10.3} {:>+9.1} {:>+10.1} {:>9} {:>11} {:>12} {:>10} {:>7}",
+                    c.at_us as f64 / 1e6,
+                    c.step_us as f64 / 1000.0,
+                    c.offset_us as f64 / 1000.0,
+                    c.detected,
+                    c.standdowns,
+                    opt_ms(c.recovery_us),
+                    c.violations,
+                    c.fencing
                 );
             }
         }

@@ -18,13 +18,14 @@ use lease_chaos::proxy::{Latency, Link, Proxy};
 use lease_chaos::sink::FencingSink;
 use lease_history::timeline::{TimelineOptions, svg_with};
 use lease_history::{Checker, HistoryWriter, Record};
+use lease_core::IdleReason;
 use lease_testkit::RedisServer;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::Args;
 use crate::faults::FaultKind;
-use crate::report::{FaultRun, Report, Setup, per_kind};
+use crate::report::{FaultRun, Report, Setup, clock_steps, per_kind};
 
 /// The group needs to be fully covered this many intervals before the next
 /// fault (or the first one) is injected...
@@ -91,7 +92,13 @@ pub(crate) fn run(args: &Args) -> Result<Report, ChaosError> {
     {
         return Err(ChaosError::Usage("stall lengths must be positive".into()));
     }
-    let server = RedisServer::start().map_err(redis_error("cannot start redis-server"))?;
+    let server = if args.faults.0.contains(&FaultKind::Clock) {
+        // The clock fault steps the server's clock: libfaketime under it.
+        RedisServer::start_with_fake_clock()
+            .map_err(redis_error("cannot start the server under libfaketime"))?
+    } else {
+        RedisServer::start().map_err(redis_error("cannot start redis-server"))?
+    };
     let proxy = Proxy::new(server.addr()).map_err(ChaosError::Proxy)?;
     let file = File::create(&args.history).map_err(|source| ChaosError::Write {
         path: args.history.clone(),
@@ -146,6 +153,8 @@ pub(crate) fn run(args: &Args) -> Result<Report, ChaosError> {
         notes: Vec::new(),
         proxy_counts: (0, 0),
         long_mid_stalls: 0,
+        clock_standdowns_us: Vec::new(),
+        clock_steps: Vec::new(),
     };
     chaos.go()
 }
@@ -222,6 +231,10 @@ struct Chaos<'a> {
     /// Stalls between a check and a write, longer than any lease can run
     /// (2 intervals): the worker wakes with an ended lease.
     long_mid_stalls: u64,
+    /// When leases ended because a worker saw the server clock move.
+    clock_standdowns_us: Vec<u64>,
+    /// Each clock step: its fault's index, its size and the offset after it.
+    clock_steps: Vec<(usize, i64, i64)>,
 }
 
 impl Chaos<'_> {
@@ -304,6 +317,14 @@ impl Chaos<'_> {
                 self.notes.push(format!("worker {name} failed: {error}"));
                 eprintln!("lease-chaos: worker {name} failed: {error}");
                 id
+            }
+            Happened::Release {
+                reason: Some(IdleReason::ServerClock),
+                ended,
+                ..
+            } => {
+                self.clock_standdowns_us.push(self.harness.us(ended));
+                return;
             }
             Happened::Own { .. } | Happened::Release { .. } => return,
         };
@@ -533,9 +554,11 @@ impl Chaos<'_> {
             FaultKind::Reset => l,
             FaultKind::Churn => l.mul_f64(d.x / 2.0) * self.base_alive().len() as u32,
             FaultKind::Burst => l.mul_f64(4.0 + 2.0 * d.x),
-            FaultKind::Restart | FaultKind::Kill | FaultKind::Flush | FaultKind::Flushall => {
-                Duration::ZERO
-            }
+            FaultKind::Restart
+            | FaultKind::Kill
+            | FaultKind::Flush
+            | FaultKind::Flushall
+            | FaultKind::Clock => Duration::ZERO,
         }
     }
 
@@ -567,6 +590,7 @@ impl Chaos<'_> {
             FaultKind::Flushall => Ok(self.server_command(d.kind, &["FLUSHALL"], now)),
             FaultKind::Churn => Ok(self.churn(&d, now, planned_end)),
             FaultKind::Burst => Ok(self.burst(length, now)),
+            FaultKind::Clock => Ok(self.clock_step(&d, now)),
         };
         match injected {
             // No victim: nothing injected.
@@ -797,6 +821,21 @@ impl Chaos<'_> {
         Ok(())
     }
 
+    /// Steps the server's clock by half the gap or twice it, forward or
+    /// back (`d.a` picks which), from wherever earlier steps left it.
+    fn clock_step(&mut self, d: &Draw, now: Instant) -> Result<(), ChaosError> {
+        let gaps = [0.5, 2.0, -0.5, -2.0][d.a];
+        let step = (self.gap.as_micros() as f64 * gaps) as i64;
+        let offset = self.server.clock_offset_us() + step;
+        let detail = format!("{gaps:+}G ({:+} ms), offset {:+} ms", step / 1000, offset / 1000);
+        let f = self.note_fault(FaultKind::Clock, None, detail, now, now)?;
+        self.server
+            .set_clock_offset(offset)
+            .map_err(redis_error("stepping the server clock failed"))?;
+        self.clock_steps.push((f, step, offset));
+        Ok(())
+    }
+
     // --- the end -------------------------------------------------------
 
     fn shutdown(mut self) -> Result<Report, ChaosError> {
@@ -871,6 +910,13 @@ impl Chaos<'_> {
             })?;
         }
         let summary = checker.summary();
+        let clock_steps = clock_steps(
+            &checker,
+            &self.faults,
+            &self.clock_steps,
+            &self.clock_standdowns_us,
+            shutdown_us,
+        );
         Ok(Report {
             setup: Setup {
                 adapter: self.args.adapter.as_str(),
@@ -891,6 +937,7 @@ impl Chaos<'_> {
             sink_violations,
             proxy: self.proxy_counts,
             long_mid_stalls: self.long_mid_stalls,
+            clock_steps,
         })
     }
 }

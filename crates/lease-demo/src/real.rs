@@ -85,8 +85,17 @@ impl Workers {
                 view.own(number(id), lease.i(), lease.n(), lease.token(), since(at));
             }
             Happened::Release {
-                id, noticed, ended, ..
-            } => view.release(number(id), since(noticed), since(ended), None),
+                id,
+                noticed,
+                ended,
+                reason,
+                ..
+            } => view.release(
+                number(id),
+                since(noticed),
+                since(ended),
+                reason.as_ref().map(lease_core::IdleReason::as_str),
+            ),
             Happened::Left {
                 id,
                 name,

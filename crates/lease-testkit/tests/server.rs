@@ -283,3 +283,40 @@ fn unpause_after_a_full_pause_returns_once_it_is_over() {
     server.unpause().unwrap();
     assert_eq!(server.command(&["SET", "k", "v"]).unwrap(), Value::Okay);
 }
+
+/// A server under libfaketime: its `TIME` follows the offset set while it
+/// runs, forward and back, and a restart keeps the clock. Needs libfaketime
+/// and a server that runs under it (`REDIS_SERVER_BIN=valkey-server`);
+/// without them the start fails with a message saying which is missing.
+#[test]
+fn a_fake_clock_steps_time_while_the_server_runs() {
+    let mut server = match RedisServer::start_with_fake_clock() {
+        Ok(s) => s,
+        Err(e) => {
+            // Debian's jemalloc redis-server cannot run under libfaketime:
+            // the error must say so, and CI runs this test again on Valkey.
+            let msg = e.to_string();
+            assert!(
+                msg.contains("libfaketime") || msg.contains("clock_gettime"),
+                "{msg}"
+            );
+            return;
+        }
+    };
+    let wall = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros() as i64
+    };
+    for offset in [2_500_000i64, -1_250_000, 0] {
+        server.set_clock_offset(offset).unwrap();
+        let seen = server.server_time_us().unwrap() - wall();
+        assert!((seen - offset).abs() < 200_000, "offset {offset}: TIME is {seen} us off");
+        assert_eq!(server.clock_offset_us(), offset);
+    }
+    server.set_clock_offset(-3_000_000).unwrap();
+    server.restart().unwrap();
+    let seen = server.server_time_us().unwrap() - wall();
+    assert!((seen + 3_000_000).abs() < 200_000, "after a restart: {seen}");
+}

@@ -31,7 +31,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use futures::channel::mpsc::UnboundedSender;
-use lease_core::Lease;
+use lease_core::{IdleReason, Lease};
 use lease_history::{HistoryWriter, LeaveHow, Record};
 use tokio_util::sync::CancellationToken;
 
@@ -83,6 +83,8 @@ pub enum Happened {
         noticed: Instant,
         /// When the lease really ended (the release line's instant).
         ended: Instant,
+        /// Why it ended, as the adapter's stream said.
+        reason: Option<IdleReason>,
     },
     /// It ended: its stream ended after cancellation, or it died.
     Left {
@@ -315,7 +317,12 @@ impl Harness {
 
     fn receive(&mut self, msg: Msg) -> Result<Option<Happened>, HarnessError> {
         let (id, how, at) = match msg {
-            Msg::Pair { id, pair, at } => return self.pair(WorkerId(id), pair, at),
+            Msg::Pair {
+                id,
+                pair,
+                reason,
+                at,
+            } => return self.pair(WorkerId(id), pair, reason, at),
             Msg::Ended { id, at } => (id, LeaveHow::Cancel, at),
             Msg::Crashed { id, at } => (id, LeaveHow::Crash, at),
             Msg::Failed { id, error } => {
@@ -336,6 +343,7 @@ impl Harness {
         &mut self,
         id: WorkerId,
         pair: Option<Lease>,
+        reason: Option<IdleReason>,
         at: Instant,
     ) -> Result<Option<Happened>, HarnessError> {
         let at_us = self.us(at);
@@ -378,6 +386,7 @@ impl Harness {
                     lease,
                     noticed: at,
                     ended,
+                    reason,
                 }))
             }
         }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use futures::channel::mpsc::UnboundedReceiver;
 use futures::{FutureExt, Stream, StreamExt, select_biased};
-use lease_core::Lease;
+use lease_core::{Assignment, IdleReason, Lease};
 use tokio_util::sync::CancellationToken;
 
 use crate::sink::FencingSink;
@@ -45,10 +45,12 @@ pub enum Control {
 /// `Failed`.
 #[derive(Debug)]
 pub(crate) enum Msg {
-    /// The loop received a pair, at that instant.
+    /// The loop received a pair, at that instant (`reason`: why it is
+    /// idle, for an idle value).
     Pair {
         id: u64,
         pair: Option<Lease>,
+        reason: Option<IdleReason>,
         at: Instant,
     },
     /// The stream ended after cancellation.
@@ -124,7 +126,7 @@ where
     F: Fn(Duration) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let mut pairs = pairs.map(lease_core::Assignment::into_lease).fuse();
+    let mut pairs = pairs.fuse();
     let mut held: Option<Lease> = None;
     let mut pending_stall: Option<Duration> = None;
     // Without work, the loop only wakes for pairs and orders.
@@ -153,9 +155,14 @@ where
             pair = pairs.next() => {
                 let at = Instant::now();
                 match pair {
-                    Some(pair) => {
+                    Some(assignment) => {
+                        let reason = match &assignment {
+                            Assignment::Idle(idle) => Some(idle.reason),
+                            Assignment::Held(_) => None,
+                        };
+                        let pair = assignment.into_lease();
                         held.clone_from(&pair);
-                        if ctx.events.send(Msg::Pair { id: ctx.id, pair, at }).is_err() {
+                        if ctx.events.send(Msg::Pair { id: ctx.id, pair, reason, at }).is_err() {
                             return;
                         }
                     }
