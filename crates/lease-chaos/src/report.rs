@@ -181,7 +181,9 @@ pub(crate) fn clock_steps(
                 .min()
                 .unwrap_or(until_us)
                 .max(a);
-            let count = |ts: &mut dyn Iterator<Item = u64>| ts.filter(|&t| in_window(t, a, b)).count() as u64;
+            let count = |ts: &mut dyn Iterator<Item = u64>| {
+                ts.filter(|&t| in_window(t, a, b)).count() as u64
+            };
             ClockStepStats {
                 at_us: a,
                 step_us,
@@ -190,7 +192,12 @@ pub(crate) fn clock_steps(
                 standdowns: count(&mut released.iter().copied()),
                 recovery_us: recovery_us(checker.covered_spans(), a, b),
                 violations: count(&mut checker.violations().iter().map(|v| v.start_us)),
-                fencing: count(&mut checker.fencing_violations().iter().map(|v| v.later.start_us)),
+                fencing: count(
+                    &mut checker
+                        .fencing_violations()
+                        .iter()
+                        .map(|v| v.later.start_us),
+                ),
             }
         })
         .collect()

@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 use lease_chaos::harness::{Control, Happened, Harness, HarnessError, Work, WorkerId};
 use lease_chaos::proxy::{Latency, Link, Proxy};
 use lease_chaos::sink::FencingSink;
+use lease_core::IdleReason;
 use lease_history::timeline::{TimelineOptions, svg_with};
 use lease_history::{Checker, HistoryWriter, Record};
-use lease_core::IdleReason;
 use lease_testkit::RedisServer;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -827,7 +827,11 @@ impl Chaos<'_> {
         let gaps = [0.5, 2.0, -0.5, -2.0][d.a];
         let step = (self.gap.as_micros() as f64 * gaps) as i64;
         let offset = self.server.clock_offset_us() + step;
-        let detail = format!("{gaps:+}G ({:+} ms), offset {:+} ms", step / 1000, offset / 1000);
+        let detail = format!(
+            "{gaps:+}G ({:+} ms), offset {:+} ms",
+            step / 1000,
+            offset / 1000
+        );
         let f = self.note_fault(FaultKind::Clock, None, detail, now, now)?;
         self.server
             .set_clock_offset(offset)

@@ -199,6 +199,9 @@ struct SimWorker {
     held: Option<Lease>,
     /// A mishap waiting for the next registration.
     mishap: Option<Mishap>,
+    /// Options of its own, instead of the simulation's (a worker deployed
+    /// with other rules).
+    options: Option<Options>,
 }
 
 /// An event a worker's loop received, with the true time it arrived.
@@ -367,6 +370,21 @@ impl Sim {
         w
     }
 
+    /// Like [`Sim::schedule_join`], for a worker with options of its own (a
+    /// worker of the same group deployed with another interval or mode, say).
+    /// Fails if they are invalid.
+    pub fn schedule_join_with(
+        &mut self,
+        at: Duration,
+        options: Options,
+    ) -> Result<WorkerId, OptionsError> {
+        options.validate()?;
+        let w = self.reserve();
+        self.workers[w.0].options = Some(options);
+        self.schedule(at, Action::Join(w));
+        Ok(w)
+    }
+
     /// Schedules an action at `at` (true time since the start; an instant in
     /// the past means now).
     pub fn schedule(&mut self, at: Duration, action: Action) {
@@ -458,6 +476,7 @@ impl Sim {
             wake_gen: 0,
             held: None,
             mishap: None,
+            options: None,
         });
         WorkerId(self.workers.len() - 1)
     }
@@ -636,9 +655,14 @@ impl Sim {
             req.keys[1].as_str(),
             req.keys[2].as_str(),
         ];
+        // The script of the sending worker's own mode.
+        let mode = self.workers[w.0]
+            .options
+            .as_ref()
+            .map_or(self.options.mode, |o| o.mode);
         let result = self
             .store
-            .execute(self.options.mode, self.server_now(), keys, &req.args)
+            .execute(mode, self.server_now(), keys, &req.args)
             .map_err(|e| e.to_string());
         if req.echo {
             return;
@@ -700,8 +724,9 @@ impl Sim {
                 // the same on every replay of the seed.
                 let token = Token::from_bits_same_worker_if_reused(self.rng.random::<u128>());
                 let now = self.local_instant(self.workers[w.0].clock, self.now);
-                // Options were validated in `Sim::new`.
-                if let Ok(core) = Worker::new(&self.options, token, now) {
+                // Options were validated in `Sim::new` or `schedule_join_with`.
+                let options = self.workers[w.0].options.as_ref().unwrap_or(&self.options);
+                if let Ok(core) = Worker::new(options, token, now) {
                     self.workers[w.0].life = Life::Alive(Box::new(core));
                     self.history.push(Record::join(w.to_string(), self.now));
                     self.with_core(w, |core, now| core.handle_timeout(now));

@@ -58,7 +58,10 @@ impl FakeClock {
     pub(crate) fn env(&self) -> Vec<(String, String)> {
         vec![
             ("LD_PRELOAD".into(), self.lib.display().to_string()),
-            ("FAKETIME_TIMESTAMP_FILE".into(), self.file.display().to_string()),
+            (
+                "FAKETIME_TIMESTAMP_FILE".into(),
+                self.file.display().to_string(),
+            ),
             // Re-read the file on every call, so a step takes effect at once.
             ("FAKETIME_NO_CACHE".into(), "1".into()),
             // Only the wall clock (TIME) steps; Redis's timers keep running.

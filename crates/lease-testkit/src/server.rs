@@ -145,7 +145,11 @@ impl RedisServer {
     /// honoured: admin commands authenticate and [`url`](Self::url) carries
     /// the password.
     pub fn start_with_args(extra_args: &[&str]) -> io::Result<RedisServer> {
-        Self::launch(extra_args.iter().map(|s| (*s).to_owned()).collect(), false, false)
+        Self::launch(
+            extra_args.iter().map(|s| (*s).to_owned()).collect(),
+            false,
+            false,
+        )
     }
 
     /// Starts a cluster-enabled node, with a separately picked free cluster

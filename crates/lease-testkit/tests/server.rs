@@ -312,11 +312,17 @@ fn a_fake_clock_steps_time_while_the_server_runs() {
     for offset in [2_500_000i64, -1_250_000, 0] {
         server.set_clock_offset(offset).unwrap();
         let seen = server.server_time_us().unwrap() - wall();
-        assert!((seen - offset).abs() < 200_000, "offset {offset}: TIME is {seen} us off");
+        assert!(
+            (seen - offset).abs() < 200_000,
+            "offset {offset}: TIME is {seen} us off"
+        );
         assert_eq!(server.clock_offset_us(), offset);
     }
     server.set_clock_offset(-3_000_000).unwrap();
     server.restart().unwrap();
     let seen = server.server_time_us().unwrap() - wall();
-    assert!((seen + 3_000_000).abs() < 200_000, "after a restart: {seen}");
+    assert!(
+        (seen + 3_000_000).abs() < 200_000,
+        "after a restart: {seen}"
+    );
 }
