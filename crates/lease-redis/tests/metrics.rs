@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use lease_redis::metrics::{
-    EXPIRIES, INDEX, IS_OWNER, REGISTRATION_SECONDS, REPLICAS, STAND_DOWNS,
+    EXPIRIES, INDEX, IS_OWNER, REFUSALS, REGISTRATION_SECONDS, REPLICAS, STAND_DOWNS,
 };
 use lease_redis::{Options, discover};
 use lease_testkit::{RedisServer, test_interval, unique_name};
@@ -158,4 +158,36 @@ async fn owner_gauges_expiries_and_latency_are_recorded() {
     }
     assert_eq!(metrics.value(IS_OWNER, &name), 0.0);
     assert_eq!(metrics.value(EXPIRIES, &name), 1.0);
+}
+
+/// A worker whose rules differ from the group's recorded ones counts one
+/// refusal (not one per refused registration) and holds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_is_counted_once() {
+    let metrics = store();
+    let l = test_interval();
+    let server = RedisServer::start().expect("redis-server");
+    let client = redis::Client::open(server.url()).expect("url");
+    let conn = client.get_connection_manager().await.expect("connection");
+    let name = unique_name("refusals");
+    let group = discover(conn.clone(), Options::new(&name, l)).expect("options");
+    tokio::time::sleep(l * 2).await;
+    let mut other = discover(conn, Options::new(&name, l * 2)).expect("options");
+    let first = tokio::time::timeout(l * 4, other.next())
+        .await
+        .expect("in time");
+    assert!(first.is_some_and(|a| a.is_idle()), "the opening idle value");
+    let refused = tokio::time::timeout(l * 8, other.next())
+        .await
+        .expect("in time")
+        .expect("the stream goes on");
+    assert!(
+        matches!(&refused, lease_redis::Assignment::Idle(i)
+            if matches!(i.reason, lease_redis::IdleReason::Refused(_))),
+        "{refused:?}"
+    );
+    // Several more refused registrations (one every 2 L): still one refusal.
+    tokio::time::sleep(l * 8).await;
+    assert_eq!(metrics.value(REFUSALS, &name), 1.0);
+    drop(group);
 }
