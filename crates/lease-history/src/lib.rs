@@ -12,6 +12,9 @@
 //!   lease-core, no simulator, so it is an independent oracle.
 //! - The [`timeline`] draws a history as an SVG picture of what the checker
 //!   judged.
+//! - [`tasks`] is the task universe of task-set histories (incremental
+//!   handover) and the mappings, written again here (not taken from
+//!   lease-core) so that the judge stays independent.
 //!
 //! ```
 //! use lease_history::{Record, check};
@@ -31,8 +34,9 @@
 pub mod checker;
 mod log;
 mod record;
+pub mod tasks;
 pub mod timeline;
 
 pub use checker::{Checker, Summary, check};
 pub use log::{History, HistoryError, HistoryWriter, read_history};
-pub use record::{LeaveHow, Record};
+pub use record::{LeaveHow, Mapping, Part, Record, ReleaseReason};

@@ -13,6 +13,19 @@
 //! the instant the lease really ended, which may be earlier than lines written
 //! before it (a stalled worker writes its deadline, not the time it woke up).
 //!
+//! Task sets (incremental handover, DESIGN section 6): an `own` may carry
+//! the mapping and the parts it holds, a `release` why the lease ended:
+//!
+//! ```text
+//! {"worker":"w1","event":"own","i":1,"n":3,"token":60,"mapping":"consistent","held":[[1,3,1,2,58]],"at_us":1400000}
+//! {"worker":"w1","event":"release","i":1,"n":3,"reason":"expired","at_us":1500000}
+//! ```
+//!
+//! A part `[i, n, pi, pn, token]` is the tasks `t` with `owner(t, n) = i`
+//! and `owner(t, pn) = pi` (all of `T(i, n)` when `(pi, pn) = (i, n)`),
+//! held with `token`; an `own` with parts replaces the worker's holding at
+//! that instant.
+//!
 //! Lines are written with a fixed field order, exactly as above, so a history
 //! is byte-for-byte reproducible. Reading accepts the fields in any order and
 //! ignores unknown ones, so a newer writer's optional fields do not break an
@@ -49,6 +62,102 @@ impl fmt::Display for LeaveHow {
     }
 }
 
+/// How tasks are split between the `n` workers of a group (the mapping a
+/// task-set `own` names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mapping {
+    /// `owner(t, n) = jump_hash(id_hash(t), n)` ([`crate::tasks::owner`]).
+    Consistent,
+    /// `owner(t, n) = t mod n`.
+    Modulo,
+}
+
+impl Mapping {
+    /// The name written in a history line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mapping::Consistent => "consistent",
+            Mapping::Modulo => "modulo",
+        }
+    }
+}
+
+/// One part of a task-set holding: the tasks `t` with `owner(t, n) = i` and
+/// `owner(t, pn) = pi`, held with `token`. Written as `[i, n, pi, pn, token]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "(u32, u32, u32, u32, u64)", into = "(u32, u32, u32, u32, u64)")]
+pub struct Part {
+    /// The index under the newer pair.
+    pub i: u32,
+    /// The newer group size.
+    pub n: u32,
+    /// The index under the older pair.
+    pub pi: u32,
+    /// The older group size.
+    pub pn: u32,
+    /// The fencing token the part is held with.
+    pub token: u64,
+}
+
+impl Part {
+    /// All of `T(i, n)`, held with `token`.
+    pub fn whole(i: u32, n: u32, token: u64) -> Self {
+        Self {
+            i,
+            n,
+            pi: i,
+            pn: n,
+            token,
+        }
+    }
+
+    /// `T(i, n) ∩ T(pi, pn)`, held with `token`.
+    pub fn intersection(i: u32, n: u32, pi: u32, pn: u32, token: u64) -> Self {
+        Self {
+            i,
+            n,
+            pi,
+            pn,
+            token,
+        }
+    }
+}
+
+impl From<(u32, u32, u32, u32, u64)> for Part {
+    fn from((i, n, pi, pn, token): (u32, u32, u32, u32, u64)) -> Self {
+        Self {
+            i,
+            n,
+            pi,
+            pn,
+            token,
+        }
+    }
+}
+
+impl From<Part> for (u32, u32, u32, u32, u64) {
+    fn from(p: Part) -> Self {
+        (p.i, p.n, p.pi, p.pn, p.token)
+    }
+}
+
+/// Why a lease ended, when the writer knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReleaseReason {
+    /// The tasks were handed over to a newer pair.
+    HandedOver,
+    /// The lease's deadline passed.
+    Expired,
+    /// The worker was cancelled.
+    Cancelled,
+    /// The server's clock went wrong (a step or a jump back).
+    Clock,
+    /// The registration was refused (other group rules).
+    Refused,
+}
+
 /// One line of a history.
 ///
 /// Serializes with the field order of DESIGN section 6 (`worker` first, then
@@ -67,6 +176,12 @@ pub enum Record {
         n: u32,
         /// The lease's fencing token (DESIGN section 4).
         token: u64,
+        /// The mapping of a task-set holding; `None` for a whole pair.
+        #[serde(default)]
+        mapping: Option<Mapping>,
+        /// The parts of a task-set holding; `None` for a whole pair.
+        #[serde(default)]
+        held: Option<Vec<Part>>,
         /// When the loop received the pair.
         at_us: u64,
     },
@@ -78,6 +193,9 @@ pub enum Record {
         i: u32,
         /// The group size `n` given back.
         n: u32,
+        /// Why it ended, if the writer knows.
+        #[serde(default)]
+        reason: Option<ReleaseReason>,
         /// The instant the lease really ended (its deadline if it ran out).
         at_us: u64,
     },
@@ -120,6 +238,30 @@ impl Record {
             i,
             n,
             token,
+            mapping: None,
+            held: None,
+            at_us,
+        }
+    }
+
+    /// An `own` line of a task-set holding: the newest pair `(i, n)` with
+    /// its token, the mapping and the parts held.
+    pub fn own_parts(
+        worker: impl Into<String>,
+        i: u32,
+        n: u32,
+        token: u64,
+        mapping: Mapping,
+        held: Vec<Part>,
+        at_us: u64,
+    ) -> Self {
+        Record::Own {
+            worker: worker.into(),
+            i,
+            n,
+            token,
+            mapping: Some(mapping),
+            held: Some(held),
             at_us,
         }
     }
@@ -130,6 +272,24 @@ impl Record {
             worker: worker.into(),
             i,
             n,
+            reason: None,
+            at_us,
+        }
+    }
+
+    /// A `release` line that says why the lease ended.
+    pub fn release_because(
+        worker: impl Into<String>,
+        i: u32,
+        n: u32,
+        reason: ReleaseReason,
+        at_us: u64,
+    ) -> Self {
+        Record::Release {
+            worker: worker.into(),
+            i,
+            n,
+            reason: Some(reason),
             at_us,
         }
     }
@@ -214,14 +374,19 @@ impl Serialize for Record {
                 i,
                 n,
                 token,
+                mapping,
+                held,
                 at_us,
             } => {
-                let mut s = serializer.serialize_struct("Record", 6)?;
+                let len = 6 + usize::from(mapping.is_some()) + usize::from(held.is_some());
+                let mut s = serializer.serialize_struct("Record", len)?;
                 s.serialize_field("worker", worker)?;
                 s.serialize_field("event", "own")?;
                 s.serialize_field("i", i)?;
                 s.serialize_field("n", n)?;
                 s.serialize_field("token", token)?;
+                optional(&mut s, "mapping", mapping)?;
+                optional(&mut s, "held", held)?;
                 s.serialize_field("at_us", at_us)?;
                 s.end()
             }
@@ -229,13 +394,16 @@ impl Serialize for Record {
                 worker,
                 i,
                 n,
+                reason,
                 at_us,
             } => {
-                let mut s = serializer.serialize_struct("Record", 5)?;
+                let len = 5 + usize::from(reason.is_some());
+                let mut s = serializer.serialize_struct("Record", len)?;
                 s.serialize_field("worker", worker)?;
                 s.serialize_field("event", "release")?;
                 s.serialize_field("i", i)?;
                 s.serialize_field("n", n)?;
+                optional(&mut s, "reason", reason)?;
                 s.serialize_field("at_us", at_us)?;
                 s.end()
             }
@@ -249,14 +417,8 @@ impl Serialize for Record {
                 let mut s = serializer.serialize_struct("Record", len)?;
                 s.serialize_field("event", "fault")?;
                 s.serialize_field("kind", kind)?;
-                match worker {
-                    Some(w) => s.serialize_field("worker", w)?,
-                    None => s.skip_field("worker")?,
-                }
-                match detail {
-                    Some(d) => s.serialize_field("detail", d)?,
-                    None => s.skip_field("detail")?,
-                }
+                optional(&mut s, "worker", worker)?;
+                optional(&mut s, "detail", detail)?;
                 s.serialize_field("at_us", at_us)?;
                 s.end()
             }
@@ -276,6 +438,18 @@ impl Serialize for Record {
                 s.end()
             }
         }
+    }
+}
+
+/// Writes an optional field, or leaves it out.
+fn optional<S: SerializeStruct, T: Serialize>(
+    s: &mut S,
+    key: &'static str,
+    value: &Option<T>,
+) -> Result<(), S::Error> {
+    match value {
+        Some(v) => s.serialize_field(key, v),
+        None => s.skip_field(key),
     }
 }
 
@@ -335,6 +509,39 @@ mod tests {
         assert_eq!(
             Record::from_line(fault).unwrap(),
             Record::fault("partition", 4)
+        );
+    }
+
+    #[test]
+    fn task_set_lines_have_fixed_text_and_round_trip() {
+        let own = Record::own_parts(
+            "w1",
+            1,
+            3,
+            60,
+            Mapping::Consistent,
+            vec![Part::intersection(1, 3, 1, 2, 58), Part::whole(1, 3, 60)],
+            1_400_000,
+        );
+        let line = r#"{"worker":"w1","event":"own","i":1,"n":3,"token":60,"mapping":"consistent","held":[[1,3,1,2,58],[1,3,1,3,60]],"at_us":1400000}"#;
+        assert_eq!(own.to_line(), line);
+        assert_eq!(Record::from_line(line).unwrap(), own);
+        let release = Record::release_because("w1", 1, 3, ReleaseReason::HandedOver, 5);
+        let line =
+            r#"{"worker":"w1","event":"release","i":1,"n":3,"reason":"handed-over","at_us":5}"#;
+        assert_eq!(release.to_line(), line);
+        assert_eq!(Record::from_line(line).unwrap(), release);
+        // Whole-pair lines are as before, and read with no parts.
+        let plain = r#"{"worker":"w1","event":"own","i":1,"n":3,"token":60,"at_us":7}"#;
+        assert_eq!(
+            Record::from_line(plain).unwrap(),
+            Record::own("w1", 1, 3, 60, 7)
+        );
+        assert!(
+            Record::from_line(
+                r#"{"worker":"w","event":"release","i":0,"n":1,"reason":"bored","at_us":1}"#
+            )
+            .is_err()
         );
     }
 }

@@ -32,13 +32,13 @@ impl fmt::Display for FencingViolation {
 /// Top two entries `(token, holding index, worker id)` by token, from two
 /// different workers.
 #[derive(Clone, Copy, Default)]
-struct Top2 {
+pub(crate) struct Top2 {
     first: Option<(u64, usize, usize)>,
     second: Option<(u64, usize, usize)>,
 }
 
 impl Top2 {
-    fn insert(&mut self, entry: (u64, usize, usize)) {
+    pub(crate) fn insert(&mut self, entry: (u64, usize, usize)) {
         let (token, _, worker) = entry;
         match self.first {
             None => self.first = Some(entry),
@@ -59,7 +59,7 @@ impl Top2 {
     }
 
     /// The best entry from a worker other than `worker`.
-    fn best_except(&self, worker: usize) -> Option<(u64, usize, usize)> {
+    pub(crate) fn best_except(&self, worker: usize) -> Option<(u64, usize, usize)> {
         match self.first {
             Some(a) if a.2 != worker => Some(a),
             _ => self.second,
@@ -73,7 +73,10 @@ impl Top2 {
 /// `holder[k]` is the worker of `holdings[k]`.
 pub(crate) fn check(holdings: &[Holding], holder: &[usize]) -> Capped<FencingViolation> {
     let mut out = Capped::default();
-    let mut order: Vec<usize> = (0..holdings.len()).collect();
+    // Task sets are checked per task (`tasks`), not as whole pairs.
+    let mut order: Vec<usize> = (0..holdings.len())
+        .filter(|&k| !holdings[k].is_task_set())
+        .collect();
     order.sort_by_key(|&k| (holdings[k].start_us, holdings[k].token));
     let mut per_slot: HashMap<(u32, u32), Top2> = HashMap::new();
     let mut per_n: BTreeMap<u32, Top2> = BTreeMap::new();

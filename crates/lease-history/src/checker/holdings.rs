@@ -15,7 +15,7 @@ use std::fmt;
 
 use super::Capped;
 use super::summary::{JoinToOwn, StandDowns};
-use crate::record::Record;
+use crate::record::{Mapping, Part, Record};
 
 /// How a holding ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -24,8 +24,10 @@ pub enum HoldingEnd {
     Released,
     /// By its worker's `leave` line.
     Left,
-    /// By an `own` of the same worker without a release in between (an
-    /// [`ViolationKind::OwnWithoutRelease`]).
+    /// By an `own` of the same worker without a release in between: an
+    /// [`ViolationKind::OwnWithoutRelease`](super::ViolationKind) for a whole
+    /// pair, the next holding of a task set (an `own` with parts replaces
+    /// the worker's holding).
     Replaced,
     /// Still held when the history ended.
     EndOfHistory,
@@ -48,9 +50,17 @@ pub struct Holding {
     pub end_us: u64,
     /// What ended it.
     pub end: HoldingEnd,
+    /// The parts of a task-set holding (empty for a whole pair).
+    pub parts: Vec<Part>,
 }
 
 impl Holding {
+    /// Whether this is a task-set holding (an `own` with parts), checked per
+    /// task rather than as a whole pair.
+    pub fn is_task_set(&self) -> bool {
+        !self.parts.is_empty()
+    }
+
     /// The length of the holding in microseconds.
     pub fn len_us(&self) -> u64 {
         self.end_us - self.start_us
@@ -91,6 +101,13 @@ pub enum AnomalyKind {
     },
     /// An `own` with `n == 0` or `i >= n`.
     InvalidPair,
+    /// An `own` that names another mapping than the history's first.
+    MappingMismatch {
+        /// The history's mapping.
+        expected: Mapping,
+    },
+    /// An `own` with parts but no mapping (the consistent one is assumed).
+    PartsWithoutMapping,
 }
 
 /// A line that does not fit the worker's sequence of holdings.
@@ -116,6 +133,10 @@ impl fmt::Display for Anomaly {
                 format!("release of another pair than ({held_i}, {held_n})")
             }
             AnomalyKind::InvalidPair => "invalid pair".to_string(),
+            AnomalyKind::MappingMismatch { expected } => {
+                format!("another mapping than {}", expected.as_str())
+            }
+            AnomalyKind::PartsWithoutMapping => "parts without a mapping".to_string(),
         };
         write!(
             f,
@@ -148,6 +169,9 @@ pub(crate) struct Reconstruction {
     pub(crate) stand_downs: StandDowns,
     pub(crate) joins: Vec<JoinToOwn>,
     pub(crate) counts: Counts,
+    /// The mapping of the history's task sets: the first `own` that names
+    /// one (the consistent one if parts come without).
+    pub(crate) mapping: Option<Mapping>,
 }
 
 /// A holding still open during reconstruction.
@@ -180,6 +204,40 @@ impl Reconstruction {
         h.end = end;
     }
 
+    /// Notes the mapping an `own` names: the first one is the history's,
+    /// another one is an anomaly, and so are parts without one.
+    fn note_mapping(
+        &mut self,
+        mapping: Option<Mapping>,
+        has_parts: bool,
+        worker: &str,
+        i: u32,
+        n: u32,
+        at_us: u64,
+    ) {
+        let mapping = match (mapping, has_parts) {
+            (Some(m), _) => m,
+            (None, true) => {
+                self.anomaly(AnomalyKind::PartsWithoutMapping, worker, i, n, at_us);
+                Mapping::Consistent
+            }
+            (None, false) => return,
+        };
+        match self.mapping {
+            None => self.mapping = Some(mapping),
+            Some(expected) if expected != mapping => {
+                self.anomaly(
+                    AnomalyKind::MappingMismatch { expected },
+                    worker,
+                    i,
+                    n,
+                    at_us,
+                );
+            }
+            Some(_) => {}
+        }
+    }
+
     /// Counts a release followed by an own of the same worker.
     fn stand_down(&mut self, worker: &str, idle: u64) {
         let sd = &mut self.stand_downs;
@@ -208,24 +266,40 @@ pub(crate) fn reconstruct(records: &[&Record], end_us: u64) -> Reconstruction {
         });
         match **record {
             Record::Own {
-                i, n, token, at_us, ..
+                i,
+                n,
+                token,
+                mapping,
+                ref held,
+                at_us,
+                ..
             } => {
                 out.counts.owns += 1;
                 if n == 0 || i >= n {
                     out.anomaly(AnomalyKind::InvalidPair, worker, i, n, at_us);
                 }
+                let parts = held.clone().unwrap_or_default();
+                out.note_mapping(mapping, !parts.is_empty(), worker, i, n, at_us);
                 let index = out.holdings.len();
+                let mut replaced = false;
                 if let Some(open) = states[w].open.take() {
                     match open.left_at {
                         Some(left) => out.close(open, left, HoldingEnd::Left),
                         None => {
-                            out.replaced.push((open.index, index));
+                            // A task set replaces the worker's holding; a
+                            // whole pair must have been released first.
+                            if parts.is_empty() {
+                                out.replaced.push((open.index, index));
+                            }
+                            replaced = true;
                             out.close(open, at_us, HoldingEnd::Replaced);
                         }
                     }
                 }
                 let state = &mut states[w];
-                if let Some(released) = state.last_release.take() {
+                if replaced {
+                    state.last_release = None;
+                } else if let Some(released) = state.last_release.take() {
                     out.stand_down(worker, at_us - released);
                 }
                 if let Some(j) = state.pending_join.take() {
@@ -243,6 +317,7 @@ pub(crate) fn reconstruct(records: &[&Record], end_us: u64) -> Reconstruction {
                     start_us: at_us,
                     end_us: u64::MAX,
                     end: HoldingEnd::EndOfHistory,
+                    parts,
                 });
                 out.holder.push(w);
             }

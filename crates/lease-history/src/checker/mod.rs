@@ -11,7 +11,11 @@
 //!   tokens at least 2 apart, ordered as the holdings start in time;
 //! - **coverage**: the share of time during which, for some `n`, every slot
 //!   `0..n` is held by exactly one worker and nothing else is held;
-//! - **stand-downs**, **join-to-own** delays and counts of each kind of line.
+//! - **stand-downs**, **join-to-own** delays and counts of each kind of line;
+//! - for a history with task sets (an `own` that names a mapping, DESIGN
+//!   section 6): **exclusivity, fencing and coverage per task**
+//!   ([`TaskSummary`]); task-set holdings are judged per task only, since
+//!   during an incremental handover parts of two `n` are held at once.
 //!
 //! # How the history is read
 //!
@@ -36,7 +40,8 @@
 //!
 //! One concern per module: `holdings` rebuilds the holdings from the lines,
 //! `sweep` checks exclusivity and measures coverage, `fencing` checks the
-//! tokens, `summary` puts it all in one value and one line.
+//! tokens, `per_task` does all three per task for task sets, `summary` puts
+//! it all in one value and one line.
 //!
 //! # Cost
 //!
@@ -48,6 +53,7 @@
 
 mod fencing;
 mod holdings;
+mod per_task;
 mod summary;
 mod sweep;
 #[cfg(test)]
@@ -55,6 +61,7 @@ mod tests;
 
 pub use fencing::FencingViolation;
 pub use holdings::{Anomaly, AnomalyKind, Holding, HoldingEnd};
+pub use per_task::{TaskFencingViolation, TaskSummary, TaskViolation};
 pub use summary::{JoinStats, JoinToOwn, StandDowns, Summary, percentile};
 pub use sweep::{Coverage, Violation, ViolationKind};
 
@@ -104,6 +111,7 @@ pub struct Checker {
     rebuilt: holdings::Reconstruction,
     sweep: sweep::Sweep,
     fencing: Capped<FencingViolation>,
+    tasks: Option<TaskSummary>,
     start_us: u64,
     end_us: u64,
 }
@@ -134,10 +142,20 @@ impl Checker {
         let mut sweep = sweep::sweep(&rebuilt.holdings, violations);
         sweep.violations.items.sort_by_key(|v| v.start_us);
         let fencing = fencing::check(&rebuilt.holdings, &rebuilt.holder);
+        let tasks = rebuilt.mapping.map(|mapping| {
+            per_task::check(
+                &rebuilt.holdings,
+                &rebuilt.holder,
+                mapping,
+                start_us,
+                end_us,
+            )
+        });
         Checker {
             rebuilt,
             sweep,
             fencing,
+            tasks,
             start_us,
             end_us,
         }
@@ -205,6 +223,12 @@ impl Checker {
         self.sweep.coverage_in(from_us, to_us)
     }
 
+    /// The per-task checks, for a history that names a mapping (task sets,
+    /// DESIGN section 6); `None` for a history of whole pairs only.
+    pub fn tasks(&self) -> Option<&TaskSummary> {
+        self.tasks.as_ref()
+    }
+
     /// Releases followed by a re-own by the same worker.
     pub fn stand_downs(&self) -> &StandDowns {
         &self.rebuilt.stand_downs
@@ -233,6 +257,7 @@ impl Checker {
             faults: counts.faults,
             joins: self.rebuilt.joins.len() as u64,
             leaves: counts.leaves,
+            tasks: self.tasks.clone(),
         }
     }
 }

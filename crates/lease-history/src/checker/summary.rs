@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::{Anomaly, Coverage, FencingViolation, Violation};
+use super::{Anomaly, Coverage, FencingViolation, TaskSummary, Violation};
 
 /// Releases followed by a re-own by the same worker.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -108,12 +108,18 @@ pub struct Summary {
     pub joins: u64,
     /// Number of `leave` lines.
     pub leaves: u64,
+    /// The per-task checks of a history with task sets; `None` for whole
+    /// pairs only.
+    pub tasks: Option<TaskSummary>,
 }
 
 impl Summary {
     /// No exclusivity or fencing violation and no anomaly.
     pub fn is_ok(&self) -> bool {
-        self.violation_count == 0 && self.fencing_count == 0 && self.anomaly_count == 0
+        self.violation_count == 0
+            && self.fencing_count == 0
+            && self.anomaly_count == 0
+            && self.tasks.as_ref().is_none_or(TaskSummary::is_ok)
     }
 }
 
@@ -156,6 +162,14 @@ impl fmt::Display for Summary {
             OptMs(self.join_to_own.p90_us),
             OptMs(self.join_to_own.max_us),
             self.join_to_own.never_owned,
-        )
+        )?;
+        if let Some(t) = &self.tasks {
+            write!(
+                f,
+                " task_violations={} task_fencing={} task_coverage={:.4}",
+                t.violation_count, t.fencing_count, t.coverage
+            )?;
+        }
+        Ok(())
     }
 }

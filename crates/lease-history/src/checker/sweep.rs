@@ -111,8 +111,9 @@ pub(crate) fn sweep(holdings: &[Holding], violations: Capped<Violation>) -> Swee
         ..Sweep::default()
     };
     let mut bounds: Vec<(u64, bool, usize)> = Vec::with_capacity(2 * holdings.len());
+    // Task sets are checked per task (`tasks`), not as whole pairs.
     for (k, h) in holdings.iter().enumerate() {
-        if h.end_us > h.start_us {
+        if h.end_us > h.start_us && !h.is_task_set() {
             bounds.push((h.start_us, true, k));
             bounds.push((h.end_us, false, k));
         }
