@@ -49,7 +49,10 @@ pub(crate) struct Args {
     pub(crate) interval: u64,
     /// Faults to inject: `all`, `none`, or a comma-separated list of stall,
     /// crash, cancel, restart, pause, kill, latency, blackhole, reset,
-    /// flush, flushall, churn, burst.
+    /// flush, flushall, churn, burst, clock. `clock` (steps of the server's
+    /// clock by ±G/2 and ±2G, the server under libfaketime: needs a server
+    /// built with libc's malloc, e.g. `REDIS_SERVER_BIN=$(scripts/valkey.sh)`)
+    /// is not part of `all`.
     #[arg(long, default_value = "all")]
     pub(crate) faults: FaultSet,
     /// Seed of the fault sequence (kinds, victims, durations, jitter).
