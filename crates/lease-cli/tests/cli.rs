@@ -383,7 +383,12 @@ fn help_explains_each_subcommand() {
     let out = lease(&["--help"]);
     let (stdout, _) = text(&out);
     assert!(out.status.success());
-    assert!(stdout.contains("inspect") && stdout.contains("run") && stdout.contains("Exit codes"));
+    assert!(
+        stdout.contains("inspect")
+            && stdout.contains("run")
+            && stdout.contains("sim")
+            && stdout.contains("Exit codes")
+    );
     let out = lease(&["inspect", "--help"]);
     let (stdout, _) = text(&out);
     for flag in [
@@ -408,6 +413,20 @@ fn help_explains_each_subcommand() {
         "SIGTERM",
     ] {
         assert!(stdout.contains(what), "{what} missing from run --help");
+    }
+    let out = lease(&["sim", "--help"]);
+    let (stdout, _) = text(&out);
+    for flag in [
+        "--seed",
+        "--workers",
+        "--intervals",
+        "--faults",
+        "--mode",
+        "--clock-jumps",
+        "--lost-writes",
+        "--history",
+    ] {
+        assert!(stdout.contains(flag), "{flag} missing from sim --help");
     }
 }
 
