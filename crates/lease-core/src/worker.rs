@@ -141,6 +141,11 @@ struct Config {
     mapping: Mapping,
     /// The rules this worker follows (rule 12).
     rules: GroupRules,
+    /// Rule 14: a kept lease is released this long before its deadline, in
+    /// microseconds.
+    drain_budget: i64,
+    /// The negative control of rule 14: keep past the deadline instead.
+    sabotage_overdrain: bool,
 }
 
 impl Config {
@@ -162,6 +167,8 @@ impl Config {
             ttl_ms: interval_ms.saturating_mul(3),
             mapping: o.mapping,
             rules: GroupRules::of(o),
+            drain_budget: i64::try_from(o.effective_drain_budget().as_micros()).unwrap_or(i64::MAX),
+            sabotage_overdrain: o.sabotage_overdrain_past_deadline,
         })
     }
 }
@@ -278,6 +285,9 @@ pub struct Worker {
     lease: Option<Lease>,
     /// Interval of the registration that last granted or renewed the lease.
     lease_interval: u64,
+    /// Rule 14: the lease in force is kept, not renewed, and is released at
+    /// this local instant (its deadline minus the drain budget).
+    drain_until: Option<i64>,
     schedule: Schedule,
     /// A transmit is ready in `keys`/`args` and not yet polled.
     ready: Option<(RequestId, i64)>,
@@ -325,6 +335,7 @@ impl Worker {
             now_clock: Clock::system(),
             lease: None,
             lease_interval: 0,
+            drain_until: None,
             schedule: Schedule {
                 fire_at: Some(0),
                 ..Schedule::default()
@@ -445,6 +456,7 @@ impl Worker {
             fire,
             live.map(|p| p.timeout_at),
             self.lease.as_ref().map(Lease::deadline_micros),
+            self.drain_until,
         ]
         .into_iter()
         .flatten()
@@ -575,6 +587,11 @@ impl Worker {
         let Some(deadline) = self.lease.as_ref().map(Lease::deadline_micros) else {
             return;
         };
+        // Rule 14: a kept lease ends at its deadline minus the drain budget.
+        if let Some(until) = self.drain_until.filter(|&u| now >= u) {
+            self.release(until, IdleReason::HandedOver);
+            return;
+        }
         if now >= deadline {
             diag::lease_expired(
                 &self.cfg.name,
@@ -589,6 +606,7 @@ impl Worker {
     /// and hands the idle value with `reason` to the stream. Returns whether
     /// a lease was held.
     fn release(&mut self, at: i64, reason: IdleReason) -> bool {
+        self.drain_until = None;
         let Some(lease) = self.lease.take() else {
             return false;
         };
@@ -602,6 +620,39 @@ impl Worker {
                 ended: Some(lease),
             })));
         true
+    }
+
+    /// Rule 5, and rule 14 in `Ranked` mode: the newest reply renews nothing.
+    /// `Arrival` releases at once, as the original does. `Ranked` keeps the
+    /// lease (still exclusive: nobody else can hold its tasks before its
+    /// deadline) and releases it at its deadline minus the drain budget, or
+    /// at once if that instant has passed.
+    fn hand_over(&mut self, now: i64) {
+        let Some(deadline) = self.lease.as_ref().map(Lease::deadline_micros) else {
+            return;
+        };
+        if self.cfg.mode == Mode::Arrival {
+            self.release(now, IdleReason::HandedOver);
+            return;
+        }
+        if self.drain_until.is_some() {
+            return;
+        }
+        let until = if self.cfg.sabotage_overdrain {
+            // The negative control: past the deadline (breaks rule 6).
+            let past = deadline.saturating_add(self.cfg.l / 2);
+            if let Some(l) = &self.lease {
+                l.extend_to(past);
+            }
+            past
+        } else {
+            deadline.saturating_sub(self.cfg.drain_budget)
+        };
+        if until <= now {
+            self.release(now, IdleReason::HandedOver);
+        } else {
+            self.drain_until = Some(until);
+        }
     }
 
     fn grant(&mut self, slot: Slot, interval: u64, deadline: i64) {
@@ -766,8 +817,14 @@ impl Worker {
                 Some(l) if l.slot() == slot => {
                     l.extend_to(deadline);
                     self.lease_interval = k;
+                    self.drain_until = None;
                 }
                 _ => {
+                    // Rule 14: a kept lease has always ended by now (a grant
+                    // of another pair from k needs p(k-1) = p(k-2), which a
+                    // lease still live from k-1 or earlier contradicts;
+                    // docs/protocol.md). Releasing here is the fallback that
+                    // only the overdrain control reaches.
                     self.release(now, IdleReason::HandedOver);
                     self.grant(slot, k, deadline);
                     self.lease_interval = k;
@@ -776,9 +833,7 @@ impl Worker {
             // Agreed, but the reply came after its own deadline: grants
             // nothing; memory is still updated below.
             (Some(_), true) => {}
-            _ => {
-                self.release(now, IdleReason::HandedOver);
-            }
+            _ => self.hand_over(now),
         }
         self.memory.previous = Some((k, implied));
         self.memory.newest = Some((k, now));

@@ -501,3 +501,110 @@ fn after_a_backward_step_nothing_is_granted_over_reopened_intervals() {
         "counted {counted:?}, granted {granted:?}"
     );
 }
+
+/// A settled lone worker (lease from K+2, `(0, 1)`) whose reply from K+3
+/// says a newcomer joined in K+2: the pair implied by K+2 is `(0, 2)`.
+/// Returns the lease and the instant that reply was processed.
+fn disagree_after_settling(mode: Mode) -> (Harness, Lease, Duration) {
+    let mut h = Harness::new(mode);
+    let ms = Duration::from_millis;
+    let probe = h.send(Some(ms(0)));
+    h.deliver(&probe, ms(1), ms(2), 0, 0);
+    let first = h.send(None);
+    let (x0, absent) = match mode {
+        Mode::Ranked => (-1, 0),
+        Mode::Arrival => (0, -1),
+    };
+    h.deliver(&first, first.at + ms(1), first.at + ms(2), x0, absent);
+    let second = h.send(None);
+    h.deliver(&second, second.at + ms(1), second.at + ms(2), 0, 1);
+    let third = h.send(None);
+    h.deliver(&third, third.at + ms(1), third.at + ms(2), 0, 1);
+    let lease = h
+        .events()
+        .iter()
+        .find_map(|e| held(e).cloned())
+        .expect("granted");
+    let fourth = h.send(None);
+    let arrive = fourth.at + ms(2);
+    h.deliver(&fourth, fourth.at + ms(1), arrive, 0, 2);
+    (h, lease, arrive)
+}
+
+/// Rule 14: in `Ranked` mode a lease that the next reply does not renew is
+/// kept, valid and with its real deadline, until that deadline minus the
+/// drain budget (default `G`), and only then released (`HandedOver`, at
+/// that instant). Fails without the change: the lease was released at the
+/// disagreeing reply.
+#[test]
+fn ranked_keeps_an_unrenewed_lease_until_its_deadline_minus_the_drain_budget() {
+    let (mut h, lease, arrive) = disagree_after_settling(Mode::Ranked);
+    let deadline = lease.deadline();
+    assert!(h.events().is_empty(), "no release at the disagreeing reply");
+    assert!(lease.is_valid_at(h.at(arrive)));
+    assert_eq!(lease.deadline(), deadline, "the real deadline, untouched");
+    assert!(h.w.lease_at(h.at(arrive)).is_some());
+    let g = Duration::from_millis(150);
+    let drain_end = deadline - g;
+    assert!(h.w.poll_timeout().is_some_and(|t| t <= drain_end));
+    // A timer just before the drain's end changes nothing.
+    h.w.handle_timeout(drain_end - Duration::from_micros(1));
+    assert!(
+        h.events()
+            .iter()
+            .all(|e| held(e).is_none() && idle(e).is_none())
+    );
+    assert!(lease.is_valid_at(drain_end - Duration::from_micros(1)));
+    // At the drain's end: released, handed over, at exactly that instant.
+    h.w.handle_timeout(drain_end);
+    let events = h.events();
+    assert!(
+        matches!(events.as_slice(), [e] if idle(e).is_some_and(|i| i.reason == IdleReason::HandedOver && i.since == drain_end && i.ended.as_ref() == Some(&lease))),
+        "{events:?}"
+    );
+    assert!(!lease.is_valid_at(drain_end));
+}
+
+/// Rule 14 is `Ranked` only: `Arrival` stays the original and releases at
+/// the disagreeing reply.
+#[test]
+fn arrival_still_releases_at_the_disagreeing_reply() {
+    let (mut h, lease, arrive) = disagree_after_settling(Mode::Arrival);
+    let events = h.events();
+    assert!(
+        matches!(events.as_slice(), [e] if idle(e).is_some_and(|i| i.reason == IdleReason::HandedOver && i.since == h.at(arrive))),
+        "{events:?}"
+    );
+    assert!(!lease.is_valid_at(h.at(arrive)));
+}
+
+/// A drain budget of zero keeps the lease to its very deadline, and the
+/// release still says handed over, not expired.
+#[test]
+fn a_zero_drain_budget_keeps_the_lease_to_its_deadline() {
+    let mut h = Harness::new(Mode::Ranked);
+    let options = Options::new("g", Duration::from_millis(L_MS)).with_drain_budget(Duration::ZERO);
+    h.w = Worker::new(
+        &options,
+        Token::from_bits_same_worker_if_reused(1 << 100),
+        h.t0,
+    )
+    .unwrap();
+    let ms = Duration::from_millis;
+    h.settle_alone();
+    let lease = h
+        .events()
+        .iter()
+        .find_map(|e| held(e).cloned())
+        .expect("granted");
+    let fourth = h.send(None);
+    h.deliver(&fourth, fourth.at + ms(1), fourth.at + ms(2), 0, 2);
+    assert!(h.events().is_empty());
+    let deadline = lease.deadline();
+    h.w.handle_timeout(deadline);
+    let events = h.events();
+    assert!(
+        matches!(events.as_slice(), [e] if idle(e).is_some_and(|i| i.reason == IdleReason::HandedOver && i.since == deadline)),
+        "{events:?}"
+    );
+}
