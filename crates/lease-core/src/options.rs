@@ -105,6 +105,15 @@ pub struct Options {
     /// g·L`. At most the longest a lease can last, `2L - G` (exclusive).
     /// `Arrival` mode ignores it: it releases as the original does.
     pub drain_budget: Option<Duration>,
+    /// Graceful leave on cancellation (rule 16, `Ranked` only; default off,
+    /// which keeps the original's cancel: release at once and stop). When
+    /// on, a cancelled worker removes its token from the set of the interval
+    /// open when the request executes (the leave script decides it from
+    /// `TIME`), registers no more, and keeps serving the lease it holds
+    /// until its deadline minus the drain budget; then the stream yields the
+    /// idle value (reason [`crate::IdleReason::Cancelled`]) and ends. The
+    /// survivors take over the departed's tasks about an interval sooner.
+    pub graceful_leave: bool,
     /// **Test only: breaks exclusivity.** Keeps a lease that a later reply
     /// does not renew until half an interval *past* its deadline, instead of
     /// its deadline minus the drain budget. The negative control of rule 14
@@ -125,6 +134,7 @@ impl Options {
             mode: Mode::default(),
             mapping: Mapping::default(),
             drain_budget: None,
+            graceful_leave: false,
             sabotage_overdrain_past_deadline: false,
         }
     }
@@ -160,6 +170,13 @@ impl Options {
         self
     }
 
+    /// Turns graceful leave on or off (rule 16; see
+    /// [`Options::graceful_leave`]).
+    pub fn with_graceful_leave(mut self, on: bool) -> Self {
+        self.graceful_leave = on;
+        self
+    }
+
     /// The gap `G = g·L`.
     /// Rounded to the microsecond, as the state machine uses it.
     pub fn gap_duration(&self) -> Duration {
@@ -191,6 +208,9 @@ impl Options {
             if budget >= max {
                 return Err(OptionsError::DrainBudgetTooLong { budget, max });
             }
+        }
+        if self.graceful_leave && self.mode == Mode::Arrival {
+            return Err(OptionsError::GracefulLeaveNeedsRanked);
         }
         Ok(())
     }
@@ -316,6 +336,10 @@ pub enum OptionsError {
         /// The longest lease, `2L - G` (exclusive bound).
         max: Duration,
     },
+    /// Graceful leave was asked for in `Arrival` mode, whose `INCR` counts
+    /// cannot take a worker out.
+    #[error("graceful leave needs the ranked mode: an arrival count cannot take a worker out")]
+    GracefulLeaveNeedsRanked,
     /// A mapping name that is neither `modulo` nor `consistent`.
     #[error("unknown task mapping {0:?}; use \"modulo\" or \"consistent\"")]
     UnknownMapping(String),
@@ -441,6 +465,17 @@ mod tests {
                 }
             );
         }
+    }
+
+    #[test]
+    fn graceful_leave_is_ranked_only() {
+        assert!(!base().graceful_leave);
+        assert_eq!(base().with_graceful_leave(true).validate(), Ok(()));
+        assert_eq!(
+            err(base().with_graceful_leave(true).with_mode(Mode::Arrival)),
+            OptionsError::GracefulLeaveNeedsRanked
+        );
+        assert_eq!(base().with_mode(Mode::Arrival).validate(), Ok(()));
     }
 
     #[test]

@@ -608,3 +608,131 @@ fn a_zero_drain_budget_keeps_the_lease_to_its_deadline() {
         "{events:?}"
     );
 }
+
+/// A settled lone worker with graceful leave on, lease from K+2.
+fn settled_leaver() -> (Harness, Lease) {
+    let mut h = Harness::new(Mode::Ranked);
+    let options = Options::new("g", Duration::from_millis(L_MS)).with_graceful_leave(true);
+    h.w = Worker::new(
+        &options,
+        Token::from_bits_same_worker_if_reused(1 << 100),
+        h.t0,
+    )
+    .unwrap();
+    h.settle_alone();
+    let lease = h
+        .events()
+        .iter()
+        .find_map(|e| held(e).cloned())
+        .expect("granted");
+    (h, lease)
+}
+
+/// Rule 16: a cancelled worker with graceful leave sends one leave request
+/// (the leave script, keys of the interval it believes open and the next),
+/// registers no more, keeps serving its lease until its deadline minus the
+/// drain budget, then yields the idle value (cancelled) and stops. Fails
+/// without the change: the lease was released at the cancel and nothing was
+/// sent.
+#[test]
+fn graceful_leave_removes_the_token_and_serves_the_lease_to_its_drain_end() {
+    let (mut h, lease) = settled_leaver();
+    let ms = Duration::from_millis;
+    let cancel = h.last + ms(100);
+    h.w.handle_cancel(h.at(cancel));
+    assert!(h.events().is_empty(), "the lease is still served");
+    assert!(h.w.is_leaving() && !h.w.is_stopped());
+    assert!(lease.is_valid_at(h.at(cancel)));
+    let c = (h.server_us(cancel) / 1000) as u64 / L_MS;
+    let token = h.w.token().to_string();
+    let t = h.w.poll_transmit().expect("the leave request");
+    assert!(t.script.is_leave());
+    assert_eq!(
+        t.keys,
+        [
+            &format!("{{g}}:{c}")[..],
+            &format!("{{g}}:{}", c + 1)[..],
+            "{g}:rules"
+        ]
+    );
+    assert_eq!(t.args[1], c.to_string());
+    assert_eq!(t.args[3], token);
+    let id = t.id;
+    // Removed, in the interval it named.
+    let server = h.server_us(cancel + ms(1));
+    let reply = [1, c as i64, server / 1_000_000, server % 1_000_000, 1];
+    h.w.handle_reply(h.at(cancel + ms(2)), id, &reply).unwrap();
+    assert!(h.events().is_empty());
+    // Nothing but the drain's end is due: no registration is ever sent.
+    let drain_end = lease.deadline() - ms(150);
+    assert_eq!(h.w.poll_timeout(), Some(drain_end));
+    h.w.handle_timeout(h.at(cancel + ms(300)));
+    assert!(h.w.poll_transmit().is_none());
+    h.w.handle_timeout(drain_end);
+    let events = h.events();
+    assert!(
+        matches!(events.as_slice(), [e, Event::Stopped] if idle(e).is_some_and(|i| i.reason == IdleReason::Cancelled && i.since == drain_end && i.ended.as_ref() == Some(&lease))),
+        "{events:?}"
+    );
+    assert!(h.w.is_stopped() && !h.w.is_leaving());
+    assert_eq!(h.w.poll_timeout(), None);
+}
+
+/// Rule 16: a wrong-interval answer (the request executed two intervals
+/// after the one it named) wrote nothing; the worker retries once with the
+/// new clock sample, then gives up. It still stops only after its drain.
+#[test]
+fn a_leave_answered_wrong_interval_is_retried_once() {
+    let (mut h, lease) = settled_leaver();
+    let ms = Duration::from_millis;
+    let cancel = h.last + ms(100);
+    h.w.handle_cancel(h.at(cancel));
+    let first = h.w.poll_transmit().unwrap();
+    let (id, c) = (first.id, first.args[1].parse::<i64>().unwrap());
+    let wrong = |h: &Harness, local: Duration| {
+        let s = h.server_us(local) + 2_000_000;
+        vec![0, s / 1000 / L_MS as i64, s / 1_000_000, s % 1_000_000]
+    };
+    let r = wrong(&h, cancel + ms(1));
+    assert_ne!(r[1], c);
+    h.w.handle_reply(h.at(cancel + ms(2)), id, &r).unwrap();
+    let retry = h.w.poll_transmit().expect("one retry");
+    assert!(retry.script.is_leave());
+    assert_eq!(retry.args[1], r[1].to_string(), "aimed by the new sample");
+    let id = retry.id;
+    let r = wrong(&h, cancel + ms(3));
+    h.w.handle_reply(h.at(cancel + ms(4)), id, &r).unwrap();
+    assert!(h.w.poll_transmit().is_none(), "no second retry");
+    assert!(h.events().is_empty() && !h.w.is_stopped());
+    h.w.handle_timeout(lease.deadline() - ms(150));
+    assert!(matches!(h.events().as_slice(), [_, Event::Stopped]));
+}
+
+/// Without a lease the leaving worker stops once its leave request is
+/// answered; a malformed answer counts as a failure and is retried once.
+#[test]
+fn a_leaver_without_a_lease_stops_once_the_leave_is_answered() {
+    let mut h = Harness::new(Mode::Ranked);
+    let options = Options::new("g", Duration::from_millis(L_MS)).with_graceful_leave(true);
+    h.w = Worker::new(
+        &options,
+        Token::from_bits_same_worker_if_reused(1 << 100),
+        h.t0,
+    )
+    .unwrap();
+    let ms = Duration::from_millis;
+    let probe = h.send(Some(ms(0)));
+    h.deliver(&probe, ms(1), ms(2), 0, 0);
+    h.events();
+    h.w.handle_cancel(h.at(ms(5)));
+    let t = h.w.poll_transmit().unwrap();
+    let id = t.id;
+    assert!(h.w.handle_reply(h.at(ms(6)), id, &[1, 2, 3]).is_err());
+    let retry = h.w.poll_transmit().expect("retried once").id;
+    let s = h.server_us(ms(7));
+    let k = s / 1000 / L_MS as i64;
+    h.w.handle_reply(h.at(ms(8)), retry, &[1, k, s / 1_000_000, s % 1_000_000, 0])
+        .unwrap();
+    assert!(matches!(h.events().as_slice(), [Event::Stopped]));
+    assert!(h.w.is_stopped());
+}

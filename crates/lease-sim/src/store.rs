@@ -41,11 +41,32 @@ pub enum StoreError {
     WrongType,
 }
 
+/// **Test only: breaks exclusivity.** A wrong leave script, for the
+/// negative controls of rule 16 (research §6.3): each one writes a closed
+/// set, which the correct script never does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LeaveSabotage {
+    /// Removes the token from the open set *and* from the closed set before
+    /// it (research `bad-also`).
+    AlsoClosed,
+    /// Removes the token from the closed set before the open one only
+    /// (research `bad-instead`).
+    InsteadClosed,
+    /// Removes the token from the interval the client named (`KEYS[1]`),
+    /// whatever the server's interval at execution (research `bad-named`).
+    ClientNamed,
+}
+
 /// The simulated server's key space.
 #[derive(Clone, Debug, Default)]
 pub struct SimStore {
     keys: HashMap<String, Entry>,
     executed: u64,
+    /// A sabotaged leave script, if any.
+    leave_sabotage: Option<LeaveSabotage>,
+    /// Leave requests that removed a token from a closed set (only a
+    /// sabotaged script does).
+    closed_writes: u64,
 }
 
 impl SimStore {
@@ -67,6 +88,96 @@ impl SimStore {
     /// Whether the key space is empty.
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
+    }
+
+    /// Makes the leave script wrong in the given way (negative controls).
+    pub fn sabotage_leave(&mut self, sabotage: Option<LeaveSabotage>) {
+        self.leave_sabotage = sabotage;
+    }
+
+    /// Leave requests that removed a token from a closed set (only a
+    /// sabotaged leave script does).
+    pub fn closed_set_writes(&self) -> u64 {
+        self.closed_writes
+    }
+
+    /// Runs the leave script (`leave.lua`, rule 16) at server time `now_us`
+    /// with `keys` and `args` as a [`lease_core::Transmit`] of
+    /// [`lease_core::Script::leave`] carries them; returns its reply.
+    pub fn execute_leave(
+        &mut self,
+        now_us: i64,
+        keys: [&str; 3],
+        args: &[String],
+    ) -> Result<Vec<i64>, StoreError> {
+        self.executed += 1;
+        let arg = |i: usize, what: &'static str| -> Result<i64, StoreError> {
+            args.get(i)
+                .and_then(|a| a.parse::<i64>().ok())
+                .ok_or(StoreError::BadArguments(what))
+        };
+        let interval_ms = arg(0, "interval")?;
+        let c = arg(1, "believed interval")?;
+        if interval_ms <= 0 {
+            return Err(StoreError::BadArguments("interval"));
+        }
+        let rules = args.get(2).ok_or(StoreError::BadArguments("rules"))?;
+        let token = args.get(3).ok_or(StoreError::BadArguments("token"))?;
+        let sec = now_us.div_euclid(1_000_000);
+        let usec = now_us.rem_euclid(1_000_000);
+        let k = (sec * 1000 + usec / 1000).div_euclid(interval_ms);
+        self.expire(keys[2], now_us);
+        match self.keys.get(keys[2]).map(|e| &e.value) {
+            Some(Value::Text(recorded)) if recorded != rules => return Ok(vec![2, k, sec, usec]),
+            Some(Value::Text(_)) | None => {}
+            Some(_) => return Err(StoreError::WrongType),
+        }
+        // The key of the open interval k, as the script picks it.
+        let open = if k == c {
+            keys[0].to_owned()
+        } else if k == c + 1 {
+            keys[1].to_owned()
+        } else if self.leave_sabotage == Some(LeaveSabotage::ClientNamed) {
+            keys[0].to_owned()
+        } else {
+            return Ok(vec![0, k, sec, usec]);
+        };
+        // The closed set before it: the open key's number minus one.
+        let closed = {
+            let (head, num) = open.rsplit_once(':').unwrap_or((&open, "0"));
+            let n: i64 = num.parse().unwrap_or(0);
+            format!("{head}:{}", n - 1)
+        };
+        let targets: Vec<String> = match self.leave_sabotage {
+            None => vec![open],
+            Some(LeaveSabotage::AlsoClosed) => vec![open, closed],
+            Some(LeaveSabotage::InsteadClosed) => vec![closed],
+            Some(LeaveSabotage::ClientNamed) => vec![keys[0].to_owned()],
+        };
+        let open_key = key_of(keys, c, k);
+        let mut removed = 0;
+        for key in &targets {
+            self.expire(key, now_us);
+            let Some(entry) = self.keys.get_mut(key) else {
+                continue;
+            };
+            let Value::Set(set) = &mut entry.value else {
+                return Err(StoreError::WrongType);
+            };
+            let before = set.len();
+            set.retain(|(_, m)| m != token);
+            let gone = before - set.len();
+            if Some(key.as_str()) == open_key {
+                removed = gone as i64;
+            } else if gone > 0 {
+                self.closed_writes += 1;
+            }
+            // ZREM of the last member deletes the key.
+            if set.is_empty() {
+                self.keys.remove(key);
+            }
+        }
+        Ok(vec![1, k, sec, usec, removed])
     }
 
     /// A restart without persistence: every key is gone.
@@ -221,6 +332,18 @@ impl SimStore {
             Value::Set(s) => Peek::Members(s.iter().map(|(_, m)| m.clone()).collect()),
             Value::Text(t) => Peek::Text(t.clone()),
         })
+    }
+}
+
+/// The key of the open interval `k` among the leave script's keys (`c` and
+/// `c + 1`), if it is one of them.
+fn key_of(keys: [&str; 3], c: i64, k: i64) -> Option<&str> {
+    if k == c {
+        Some(keys[0])
+    } else if k == c + 1 {
+        Some(keys[1])
+    } else {
+        None
     }
 }
 
