@@ -151,7 +151,7 @@ mod tests {
         );
         assert_eq!(
             Script::for_mode(Mode::Ranked).sha1(),
-            "bf0f8ce53dc3a81a66efa2c90c24b8809f539438"
+            "e06dd6ebbcf988f42c4427c2f10c0206c7a4a458"
         );
     }
 

@@ -204,7 +204,8 @@ struct Memory {
     previous: Option<(u64, Option<Slot>)>,
     /// The newest interval processed, and the local time its reply arrived.
     newest: Option<(u64, i64)>,
-    /// The last pair any reply implied: the phase a returning worker sends.
+    /// The last pair any reply implied: its position is what a returning
+    /// worker sends (rule 15).
     last_slot: Option<Slot>,
     /// `Arrival`: phase `(x + 0.5) / n` of the slot to fire in next.
     arrival_phase: Option<f64>,
@@ -1270,15 +1271,13 @@ impl Worker {
         // args[3], the rules record, is constant: written in `new`.
         if c.mode == Mode::Ranked {
             set(4, &self.token);
-            // A returning worker sends its last known phase, a hair below the
-            // carried score of the same rank so a tie with a newcomer's carried
-            // score goes to the settled worker; a newcomer sends 2, after every
-            // carried score (which lie in (0, 1)).
-            let phase = match self.memory.last_slot {
-                Some(s) => (f64::from(s.i()) + 0.5) / f64::from(s.n()) - 1e-9,
-                None => 2.0,
-            };
-            set(5, &format_args!("{phase:.12}"));
+            // Rule 15: a returning worker sends its last known position (the
+            // server ranks returnees after every carried position, by it); a
+            // newcomer sends -1 and sorts last.
+            match self.memory.last_slot {
+                Some(s) => set(5, &s.i()),
+                None => set(5, &-1),
+            }
         }
     }
 }

@@ -327,6 +327,13 @@ impl Sim {
         &self.store
     }
 
+    /// **Test only: breaks exclusivity.** Computes hole-filling positions
+    /// wrongly from now on (the negative control of rule 15; see
+    /// [`SimStore::sabotage_positions`]).
+    pub fn sabotage_positions(&mut self, on: bool) {
+        self.store.sabotage_positions(on);
+    }
+
     /// **Test only: breaks exclusivity.** Runs a wrong leave script from now
     /// on (the negative controls of rule 16), or the right one with `None`.
     pub fn sabotage_leave(&mut self, sabotage: Option<crate::store::LeaveSabotage>) {

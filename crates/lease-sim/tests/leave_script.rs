@@ -11,7 +11,7 @@ use redis::Value;
 
 /// A long interval, so that the test never straddles a boundary.
 const L_MS: i64 = 600_000;
-const RULES: &str = "1:600000:ranked:modulo";
+const RULES: &str = "2:600000:ranked:modulo";
 const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 const OTHER: &str = "ffffffffffffffffffffffffffffffff";
 
@@ -132,4 +132,77 @@ fn leave_removes_from_the_open_set_only_on_redis_and_in_the_simulator() {
         Value::Int(0)
     );
     assert_eq!(store.closed_set_writes(), 0);
+}
+
+/// Rule 15 on a real `redis-server`: `ranked.lua` computes hole-filling
+/// positions from a closed set's scores, by the rule the simulator's store
+/// implements (`store::tests::positions_fill_holes`).
+#[test]
+fn ranked_positions_fill_holes_on_redis() {
+    let server = RedisServer::start().unwrap();
+    let (k, _) = server_now(&server);
+    let t: Vec<String> = (0..6).map(|x| format!("{x:032x}")).collect();
+    // Closed k-1 (size 6): four carried positions 0, 1, 3, 4, a returnee
+    // whose last position was 2, and a newcomer.
+    let closed = key(k - 1);
+    for (score, tok) in [
+        ("0", &t[0]),
+        ("1", &t[1]),
+        ("3", &t[3]),
+        ("4", &t[4]),
+        ("4294967298.5", &t[2]),
+        ("9007199254740992", &t[5]),
+    ] {
+        server.command(&["ZADD", &closed, score, tok]).unwrap();
+    }
+    let source = format!(
+        "{}{}",
+        include_str!("../../lease-core/src/scripts/prelude.lua"),
+        include_str!("../../lease-core/src/scripts/ranked.lua")
+    );
+    assert_eq!(source, Script::for_mode(lease_core::Mode::Ranked).source());
+    let mut got = Vec::new();
+    for tok in &t {
+        let open = key(k);
+        let args = [
+            L_MS.to_string(),
+            (3 * L_MS).to_string(),
+            k.to_string(),
+            RULES.to_owned(),
+            tok.clone(),
+            "-1".to_owned(),
+        ];
+        let mut cmd: Vec<&str> = vec!["EVAL", &source, "3", &open, &closed, "{g}:rules"];
+        cmd.extend(args.iter().map(String::as_str));
+        let r = ints(server.command(&cmd).unwrap());
+        assert_eq!(r[0], 1, "{r:?}");
+        got.push((r[4], r[5]));
+    }
+    // The four keep 0, 1, 3, 4 (all below 6); the fillers take the free 2
+    // and 5 in order: the returnee first, then the newcomer.
+    assert_eq!(got, [(0, 6), (1, 6), (2, 6), (3, 6), (4, 6), (5, 6)]);
+    // Carried into k as integers.
+    let scores: Vec<String> = redis::from_redis_value(
+        server
+            .command(&["ZRANGE", &key(k), "0", "-1", "WITHSCORES"])
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        scores,
+        [
+            &t[0][..],
+            "0",
+            &t[1],
+            "1",
+            &t[2],
+            "2",
+            &t[3],
+            "3",
+            &t[4],
+            "4",
+            &t[5],
+            "5"
+        ]
+    );
 }

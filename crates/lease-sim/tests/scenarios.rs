@@ -90,6 +90,8 @@ fn join_ranked() {
 // Leave by cancellation: w1 releases at once (cancelled) and stops; the
 // others' replies disagree when the count drops to 2, they keep their leases
 // until their deadline minus G (rule 14: 5 L - 0.15 L), and regrant on n = 2.
+// Positions fill holes (rule 15): w2 keeps its index 1 (below the new size),
+// and w0, whose 2 is out of range, takes the hole w1 left, 0.
 #[test]
 fn cancel_ranked() {
     let (mut sim, ws) = start(Mode::Ranked, 3);
@@ -101,7 +103,7 @@ fn cancel_ranked() {
 
 // Crash: w1 disappears without a word (its loop sees nothing more); the
 // survivors keep their leases to the drain's end and regrant on n = 2, as
-// after a cancel.
+// after a cancel: w2 keeps 1, w0 fills the hole at 0 (rule 15).
 #[test]
 fn crash_ranked() {
     let (mut sim, ws) = start(Mode::Ranked, 3);
