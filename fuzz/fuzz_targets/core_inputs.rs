@@ -399,7 +399,12 @@ fuzz_target!(|input: Input| {
         .with_gap(gap)
         .with_mode(mode);
     let t0 = Instant::now();
-    let w = Worker::new(&options, Token::from_bits_same_worker_if_reused(input.token), t0).expect("valid options");
+    let w = Worker::new(
+        &options,
+        Token::from_bits_same_worker_if_reused(input.token),
+        t0,
+    )
+    .expect("valid options");
     let mut h = Harness {
         w,
         app: PairStream::new(),

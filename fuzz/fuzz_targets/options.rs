@@ -164,7 +164,10 @@ fuzz_target!(|input: Input| {
     assert_eq!(worker.interval(), o.interval);
     assert_eq!(worker.mode(), o.mode);
     assert_eq!(worker.gap().to_bits(), o.gap.to_bits());
-    assert_eq!(worker.token(), Token::from_bits_same_worker_if_reused(input.token));
+    assert_eq!(
+        worker.token(),
+        Token::from_bits_same_worker_if_reused(input.token)
+    );
 
     // First step: the opening idle pair, then a clock probe at once.
     assert!(matches!(worker.poll_event(), Some(Event::Assignment(a)) if a.is_idle()));
@@ -187,14 +190,16 @@ fuzz_target!(|input: Input| {
             assert_eq!(key.matches('{').count(), 1, "{key}");
             assert_eq!(key.matches('}').count(), 1, "{key}");
         }
-        let n_args = if o.mode == Mode::Ranked { 5 } else { 3 };
+        let n_args = if o.mode == Mode::Ranked { 6 } else { 4 };
         assert_eq!(t.args.len(), n_args);
         assert_eq!(t.args[0], interval_ms.to_string());
         assert_eq!(t.args[1], (3 * interval_ms).to_string());
         assert_eq!(t.args[2], "1");
+        assert_eq!(t.args[3], lease_core::GroupRules::of(&o).encode());
         if o.mode == Mode::Ranked {
-            assert_eq!(t.args[3], format!("{:032x}", input.token));
-            assert_eq!(t.args[4].parse::<f64>().ok(), Some(2.0));
+            assert_eq!(t.args[4], format!("{:032x}", input.token));
+            // A newcomer sends -1 as its last position (rule 15).
+            assert_eq!(t.args[5], "-1");
         }
         assert_eq!(t.script.mode(), o.mode);
         assert!(t.expires_at > t0);

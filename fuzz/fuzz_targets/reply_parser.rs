@@ -100,11 +100,17 @@ fn reference(mode: Mode, interval_ms: u64, v: &[i64]) -> Option<Reply> {
             _ => None,
         };
         let recorded = match (v[4], v[5], mode, mapping) {
-            (1, l, Some(mode), Some(mapping)) if l > 0 => Some(GroupRules {
-                interval_ms: l as u64,
-                mode,
-                mapping,
-            }),
+            // The version is the mode's revision: Arrival 1, Ranked 2
+            // (hole-filling positions, rule 15).
+            (v, l, Some(mode), Some(mapping))
+                if l > 0 && v == if mode == Mode::Ranked { 2 } else { 1 } =>
+            {
+                Some(GroupRules {
+                    interval_ms: l as u64,
+                    mode,
+                    mapping,
+                })
+            }
             _ => None,
         };
         return Some(Reply::Refused {

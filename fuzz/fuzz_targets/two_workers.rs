@@ -201,7 +201,12 @@ impl World {
         // version derived them by XOR, which the fuzzer made collide.
         let token = (self.tokens[slot] & !0xffff_ffff) | u128::from(self.incarnations);
         let now = self.instant(local_of(offset_us, drift_ppm, self.now));
-        let worker = Worker::new(&self.options, Token::from_bits_same_worker_if_reused(token), now).expect("valid options");
+        let worker = Worker::new(
+            &self.options,
+            Token::from_bits_same_worker_if_reused(token),
+            now,
+        )
+        .expect("valid options");
         self.procs[slot] = Some(Proc {
             worker,
             app: PairStream::new(),
@@ -227,11 +232,7 @@ impl World {
             let stopped = p.worker.is_stopped();
             while let Some(t) = p.worker.poll_transmit() {
                 assert!(!stopped, "transmit after Stopped");
-                sends.push((
-                    t.id,
-                    t.keys.map(str::to_owned),
-                    t.args.to_vec(),
-                ));
+                sends.push((t.id, t.keys.map(str::to_owned), t.args.to_vec()));
             }
             while let Some(e) = p.worker.poll_event() {
                 let _granted: Option<Lease> = p.app.on_event(e, now);

@@ -55,11 +55,29 @@ impl PairStream {
             Event::Assignment(Assignment::Idle(idle)) => {
                 match (&idle.ended, self.held.take()) {
                     (Some(ended), Some((lease, granted))) => {
-                        assert_eq!(ended.slot(), lease.slot(), "the idle value names another slot");
-                        assert_eq!(ended.token(), lease.token(), "the idle value names another token");
-                        assert!(idle.since <= now, "idle.since is later than the input that produced it");
-                        assert!(idle.since >= granted, "idle.since is before the lease's grant");
-                        assert_eq!(lease.deadline(), idle.since, "the handed-out lease does not end at idle.since");
+                        assert_eq!(
+                            ended.slot(),
+                            lease.slot(),
+                            "the idle value names another slot"
+                        );
+                        assert_eq!(
+                            ended.token(),
+                            lease.token(),
+                            "the idle value names another token"
+                        );
+                        assert!(
+                            idle.since <= now,
+                            "idle.since is later than the input that produced it"
+                        );
+                        assert!(
+                            idle.since >= granted,
+                            "idle.since is before the lease's grant"
+                        );
+                        assert_eq!(
+                            lease.deadline(),
+                            idle.since,
+                            "the handed-out lease does not end at idle.since"
+                        );
                         assert!(!lease.is_valid_at(now), "a released lease is still valid");
                     }
                     (None, None) => assert!(

@@ -74,6 +74,7 @@ impl SimArgs {
             },
             churn: !self.no_churn,
             network: Network::default(),
+            customize: std::convert::identity,
         }
     }
 }

@@ -83,6 +83,7 @@ macro_rules! conformance_suite {
             join_ranked_keeps_indices,
             join_arrival,
             leave_by_cancellation,
+            graceful_leave_serves_until_the_drain_ends,
             crash_without_cancellation,
             redis_restart,
             redis_paused_longer_than_the_gap,
@@ -575,6 +576,45 @@ pub async fn leave_by_cancellation<A: Adapter>() {
         reasons,
         [Some(IdleReason::Cancelled)],
         "the stand-down says why"
+    );
+    group
+        .wait("two settled", intervals(10.0), |g| g.settled(0))
+        .await;
+    group.check();
+}
+
+/// Scenario 4b (rule 16): with graceful leave, the cancelled worker removes
+/// itself from the group and keeps its lease, valid, after the cancel; its
+/// stream yields the idle value (cancelled) once the lease has drained, then
+/// ends; the others settle on `n - 1`, never overlapping it (the history
+/// check).
+pub async fn graceful_leave_serves_until_the_drain_ends<A: Adapter>() {
+    let conn = shared::<A>().await;
+    let mut group = Group::<A>::default();
+    let options = options(&unique_name("graceful"), Mode::Ranked).with_graceful_leave(true);
+    group.add_many(&conn, 0, &options, 3);
+    group
+        .wait("three settled", intervals(10.0), |g| g.settled(0))
+        .await;
+    let since = Instant::now();
+    group.cancel(1);
+    group.run_for(intervals(0.2)).await;
+    assert!(
+        group.held(1).is_some() && !group.ended(1),
+        "the leaving worker still serves its lease"
+    );
+    group
+        .wait("cancelled stream ended", intervals(3.0), |g| g.ended(1))
+        .await;
+    let reasons: Vec<_> = group
+        .records_of(1, since)
+        .iter()
+        .map(|r| (r.pair.is_some(), r.reason))
+        .collect();
+    assert_eq!(
+        reasons,
+        [(false, Some(IdleReason::Cancelled))],
+        "after the drain: idle once, then the end"
     );
     group
         .wait("two settled", intervals(10.0), |g| g.settled(0))

@@ -96,6 +96,30 @@ pub struct Options {
     /// the same mapping: it is one of the group's rules, recorded and checked
     /// in Redis ([`crate::GroupRules`]).
     pub mapping: Mapping,
+    /// The drain budget `b` of a kept lease (rule 14, `Ranked` only): a lease
+    /// that a later reply does not renew is kept, and served, until its own
+    /// deadline minus `b`, then released (the idle value, reason
+    /// [`crate::IdleReason::HandedOver`]). Nobody else can hold its tasks
+    /// before its deadline, so `b` is the loop body's time to finish the task
+    /// in hand, not a safety margin. `None` (the default) means the gap `G =
+    /// g·L`. At most the longest a lease can last, `2L - G` (exclusive).
+    /// `Arrival` mode ignores it: it releases as the original does.
+    pub drain_budget: Option<Duration>,
+    /// Graceful leave on cancellation (rule 16, `Ranked` only; default off,
+    /// which keeps the original's cancel: release at once and stop). When
+    /// on, a cancelled worker removes its token from the set of the interval
+    /// open when the request executes (the leave script decides it from
+    /// `TIME`), registers no more, and keeps serving the lease it holds
+    /// until its deadline minus the drain budget; then the stream yields the
+    /// idle value (reason [`crate::IdleReason::Cancelled`]) and ends. The
+    /// survivors take over the departed's tasks about an interval sooner.
+    pub graceful_leave: bool,
+    /// **Test only: breaks exclusivity.** Keeps a lease that a later reply
+    /// does not renew until half an interval *past* its deadline, instead of
+    /// its deadline minus the drain budget. The negative control of rule 14
+    /// (research `bad-overdrain`): the simulator's checker must catch it.
+    #[doc(hidden)]
+    pub sabotage_overdrain_past_deadline: bool,
 }
 
 impl Options {
@@ -109,6 +133,9 @@ impl Options {
             prefix: String::new(),
             mode: Mode::default(),
             mapping: Mapping::default(),
+            drain_budget: None,
+            graceful_leave: false,
+            sabotage_overdrain_past_deadline: false,
         }
     }
 
@@ -136,12 +163,55 @@ impl Options {
         self
     }
 
+    /// Sets the drain budget of kept leases (rule 14; see
+    /// [`Options::drain_budget`]).
+    pub fn with_drain_budget(mut self, budget: Duration) -> Self {
+        self.drain_budget = Some(budget);
+        self
+    }
+
+    /// Turns graceful leave on or off (rule 16; see
+    /// [`Options::graceful_leave`]).
+    pub fn with_graceful_leave(mut self, on: bool) -> Self {
+        self.graceful_leave = on;
+        self
+    }
+
+    /// The gap `G = g·L`.
+    /// Rounded to the microsecond, as the state machine uses it.
+    pub fn gap_duration(&self) -> Duration {
+        let l = self.interval.as_micros() as f64;
+        Duration::from_micros((self.gap * l).round().max(0.0) as u64)
+    }
+
+    /// The drain budget in force: [`Options::drain_budget`], or the gap `G`
+    /// when none was given.
+    pub fn effective_drain_budget(&self) -> Duration {
+        self.drain_budget.unwrap_or_else(|| self.gap_duration())
+    }
+
+    /// The longest a lease lasts from the registration that granted it,
+    /// `2L - G` (rule 6: a `Ranked` registration fires at `kL + G + u` and
+    /// its lease ends by `(k+2)L`): the drain budget must be shorter.
+    pub fn lease_span(&self) -> Duration {
+        (self.interval * 2).saturating_sub(self.gap_duration())
+    }
+
     /// Checks every option; the first problem found is returned.
     pub fn validate(&self) -> Result<(), OptionsError> {
         validate_name(&self.name)?;
         validate_interval(self.interval)?;
         validate_gap(self.gap)?;
         validate_prefix(&self.prefix)?;
+        if let Some(budget) = self.drain_budget {
+            let max = self.lease_span();
+            if budget >= max {
+                return Err(OptionsError::DrainBudgetTooLong { budget, max });
+            }
+        }
+        if self.graceful_leave && self.mode == Mode::Arrival {
+            return Err(OptionsError::GracefulLeaveNeedsRanked);
+        }
         Ok(())
     }
 }
@@ -256,6 +326,20 @@ pub enum OptionsError {
     /// A counting mode name that is neither `ranked` nor `arrival`.
     #[error("unknown counting mode {0:?}; use \"ranked\" or \"arrival\"")]
     UnknownMode(String),
+    /// The drain budget is not shorter than the longest lease, `2L - G`.
+    #[error(
+        "the drain budget is {budget:?}; it must be shorter than the longest lease, 2L - G = {max:?} (default: the gap G)"
+    )]
+    DrainBudgetTooLong {
+        /// The budget given.
+        budget: Duration,
+        /// The longest lease, `2L - G` (exclusive bound).
+        max: Duration,
+    },
+    /// Graceful leave was asked for in `Arrival` mode, whose `INCR` counts
+    /// cannot take a worker out.
+    #[error("graceful leave needs the ranked mode: an arrival count cannot take a worker out")]
+    GracefulLeaveNeedsRanked,
     /// A mapping name that is neither `modulo` nor `consistent`.
     #[error("unknown task mapping {0:?}; use \"modulo\" or \"consistent\"")]
     UnknownMapping(String),
@@ -359,6 +443,39 @@ mod tests {
         let o = base().with_prefix("a{");
         assert_eq!(err(o), OptionsError::PrefixHasBrace('{'));
         assert_eq!(base().with_prefix("svc:prod:").validate(), Ok(()));
+    }
+
+    #[test]
+    fn the_drain_budget_defaults_to_the_gap_and_is_bounded_by_the_longest_lease() {
+        let o = base();
+        assert_eq!(o.drain_budget, None);
+        assert_eq!(o.effective_drain_budget(), Duration::from_millis(45));
+        assert_eq!(o.lease_span(), Duration::from_millis(555));
+        for ok in [0, 1, 45, 554] {
+            let o = base().with_drain_budget(Duration::from_millis(ok));
+            assert_eq!(o.validate(), Ok(()), "{ok} ms");
+            assert_eq!(o.effective_drain_budget(), Duration::from_millis(ok));
+        }
+        for bad in [555, 600, 10_000] {
+            assert_eq!(
+                err(base().with_drain_budget(Duration::from_millis(bad))),
+                OptionsError::DrainBudgetTooLong {
+                    budget: Duration::from_millis(bad),
+                    max: Duration::from_millis(555)
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn graceful_leave_is_ranked_only() {
+        assert!(!base().graceful_leave);
+        assert_eq!(base().with_graceful_leave(true).validate(), Ok(()));
+        assert_eq!(
+            err(base().with_graceful_leave(true).with_mode(Mode::Arrival)),
+            OptionsError::GracefulLeaveNeedsRanked
+        );
+        assert_eq!(base().with_mode(Mode::Arrival).validate(), Ok(()));
     }
 
     #[test]

@@ -269,7 +269,7 @@ fn recorded_rules(fields: &[i64]) -> Option<GroupRules> {
         _ => return None,
     };
     let interval_ms = u64::try_from(*interval_ms).ok().filter(|&l| l > 0)?;
-    (*version == 1).then_some(GroupRules {
+    (*version == i64::from(crate::rules::version_of(mode))).then_some(GroupRules {
         interval_ms,
         mode,
         mapping,
@@ -347,6 +347,7 @@ mod tests {
         for unreadable in [
             [-1, -1, -1, -1],
             [2, 1000, 0, 0],
+            [1, 1000, 1, 0],
             [1, 0, 1, 0],
             [1, 10, 2, 0],
         ] {

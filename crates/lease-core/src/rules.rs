@@ -24,9 +24,18 @@ use std::time::Duration;
 use crate::options::Mode;
 use crate::ownership::Mapping;
 
-/// Version of the record's encoding, its first field. A record with another
-/// version is a mismatch (and is reported as unreadable).
-const VERSION: u32 = 1;
+/// Version of the record, its first field: the revision of the mode's
+/// protocol. `Arrival` is the original, revision 1. `Ranked` is revision 2
+/// since its positions fill holes (rule 15): a revision-1 `Ranked` worker
+/// carries positions another way, so the two must not share a group, and
+/// the record tells them apart. A record with another version is a mismatch
+/// (and is reported as unreadable).
+pub(crate) const fn version_of(mode: Mode) -> u32 {
+    match mode {
+        Mode::Arrival => 1,
+        Mode::Ranked => 2,
+    }
+}
 
 /// The rules every worker of one group must share: recorded in Redis by the
 /// first registration, checked by every later one.
@@ -37,8 +46,10 @@ const VERSION: u32 = 1;
 /// use lease_core::ownership::Mapping;
 ///
 /// let rules = GroupRules::of(&Options::new("g", Duration::from_secs(2)));
-/// assert_eq!(rules.encode(), "1:2000:ranked:modulo");
-/// assert_eq!(GroupRules::decode("1:2000:ranked:modulo"), Some(rules));
+/// assert_eq!(rules.encode(), "2:2000:ranked:modulo");
+/// assert_eq!(GroupRules::decode("2:2000:ranked:modulo"), Some(rules));
+/// // Ranked revision 1 (positions carried as fractions, no hole filling):
+/// assert_eq!(GroupRules::decode("1:2000:ranked:modulo"), None);
 /// assert_eq!(rules.to_string(), "interval 2000 ms, mode ranked, mapping modulo");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -67,11 +78,13 @@ impl GroupRules {
     }
 
     /// The record as the script stores and compares it:
-    /// `version:interval_ms:mode:mapping`, e.g. `1:1000:ranked:modulo`.
+    /// `version:interval_ms:mode:mapping`, e.g. `2:1000:ranked:modulo` or
+    /// `1:1000:arrival:modulo` (the version is the mode's revision).
     /// Byte equality of two encodings is equality of the rules.
     pub fn encode(&self) -> String {
         format!(
-            "{VERSION}:{}:{}:{}",
+            "{}:{}:{}:{}",
+            version_of(self.mode),
             self.interval_ms,
             self.mode.as_str(),
             self.mapping.as_str()
@@ -86,7 +99,7 @@ impl GroupRules {
         let interval_ms: u64 = fields.next()?.parse().ok()?;
         let mode = fields.next()?.parse().ok()?;
         let mapping = fields.next()?.parse().ok()?;
-        if version != VERSION || fields.next().is_some() {
+        if version != version_of(mode) || fields.next().is_some() {
             return None;
         }
         Some(Self {
@@ -152,7 +165,8 @@ mod tests {
         for bad in [
             "",
             "1",
-            "2:1000:ranked:modulo",
+            "1:1000:ranked:modulo",
+            "2:1000:arrival:modulo",
             "1:1000:ranked",
             "1:1000:ranked:modulo:x",
             "1:-5:ranked:modulo",

@@ -5,8 +5,9 @@
 //! back to [`Script::source`] (`SCRIPT LOAD` or `EVAL`) on `NOSCRIPT`, and pass
 //! the keys and arguments of a [`crate::Transmit`] unchanged.
 //!
-//! Each script is `prelude.lua` (read the clock, check the group's rules
-//! record, check the interval: rules 2 and 12) followed by its counting part.
+//! Each registration script is `prelude.lua` (read the clock, check the
+//! group's rules record, check the interval: rules 2 and 12) followed by its
+//! counting part. The leave script (`leave.lua`, rule 16) stands alone.
 
 use std::fmt::Write as _;
 use std::sync::OnceLock;
@@ -17,12 +18,14 @@ use crate::options::Mode;
 #[derive(Debug)]
 pub struct Script {
     mode: Mode,
+    leave: bool,
     source: &'static str,
     sha1: OnceLock<String>,
 }
 
 static ARRIVAL: Script = Script {
     mode: Mode::Arrival,
+    leave: false,
     source: concat!(
         include_str!("scripts/prelude.lua"),
         include_str!("scripts/arrival.lua")
@@ -32,6 +35,7 @@ static ARRIVAL: Script = Script {
 
 static RANKED: Script = Script {
     mode: Mode::Ranked,
+    leave: false,
     source: concat!(
         include_str!("scripts/prelude.lua"),
         include_str!("scripts/ranked.lua")
@@ -39,7 +43,25 @@ static RANKED: Script = Script {
     sha1: OnceLock::new(),
 };
 
+static LEAVE: Script = Script {
+    mode: Mode::Ranked,
+    leave: true,
+    source: include_str!("scripts/leave.lua"),
+    sha1: OnceLock::new(),
+};
+
 impl Script {
+    /// The graceful-leave script (rule 16, `Ranked` mode): removes the
+    /// caller's token from the set of the interval open at execution.
+    pub fn leave() -> &'static Script {
+        &LEAVE
+    }
+
+    /// Whether this is the leave script rather than a registration script.
+    pub fn is_leave(&self) -> bool {
+        self.leave
+    }
+
     /// The script for a counting mode.
     pub fn for_mode(mode: Mode) -> &'static Script {
         match mode {
@@ -48,7 +70,7 @@ impl Script {
         }
     }
 
-    /// The counting mode this script implements.
+    /// The counting mode this script implements (the leave script: `Ranked`).
     pub fn mode(&self) -> Mode {
         self.mode
     }
@@ -129,14 +151,18 @@ mod tests {
         );
         assert_eq!(
             Script::for_mode(Mode::Ranked).sha1(),
-            "bf0f8ce53dc3a81a66efa2c90c24b8809f539438"
+            "e06dd6ebbcf988f42c4427c2f10c0206c7a4a458"
         );
     }
 
     #[test]
     fn scripts_declare_every_key_they_touch() {
-        for mode in [Mode::Arrival, Mode::Ranked] {
-            let src = Script::for_mode(mode).source();
+        for s in [
+            Script::for_mode(Mode::Arrival),
+            Script::for_mode(Mode::Ranked),
+            Script::leave(),
+        ] {
+            let src = s.source();
             assert!(src.contains("KEYS[3]"), "the rules record is declared");
             for line in src.lines().filter(|l| l.contains("redis.call")) {
                 let keys_ok = ["KEYS[1]", "KEYS[2]", "KEYS[3]"]

@@ -141,6 +141,13 @@ struct Config {
     mapping: Mapping,
     /// The rules this worker follows (rule 12).
     rules: GroupRules,
+    /// Rule 14: a kept lease is released this long before its deadline, in
+    /// microseconds.
+    drain_budget: i64,
+    /// The negative control of rule 14: keep past the deadline instead.
+    sabotage_overdrain: bool,
+    /// Rule 16: leave gracefully on cancellation.
+    graceful_leave: bool,
 }
 
 impl Config {
@@ -162,6 +169,9 @@ impl Config {
             ttl_ms: interval_ms.saturating_mul(3),
             mapping: o.mapping,
             rules: GroupRules::of(o),
+            drain_budget: i64::try_from(o.effective_drain_budget().as_micros()).unwrap_or(i64::MAX),
+            sabotage_overdrain: o.sabotage_overdrain_past_deadline,
+            graceful_leave: o.graceful_leave,
         })
     }
 }
@@ -194,7 +204,8 @@ struct Memory {
     previous: Option<(u64, Option<Slot>)>,
     /// The newest interval processed, and the local time its reply arrived.
     newest: Option<(u64, i64)>,
-    /// The last pair any reply implied: the phase a returning worker sends.
+    /// The last pair any reply implied: its position is what a returning
+    /// worker sends (rule 15).
     last_slot: Option<Slot>,
     /// `Arrival`: phase `(x + 0.5) / n` of the slot to fire in next.
     arrival_phase: Option<f64>,
@@ -211,6 +222,18 @@ struct ClockHistory {
     /// up to it may have been reopened and written twice, so nothing is
     /// granted until the interval two before the current one is newer.
     reopened_through: Option<u64>,
+}
+
+/// Rule 16: a graceful leave under way (after [`Worker::handle_cancel`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct Leaving {
+    /// Leave requests sent so far: one, and one retry after a wrong-interval
+    /// answer, a failure or a timeout.
+    sent: u8,
+    /// The leave request in flight.
+    in_flight: Option<Pending>,
+    /// No leave request will be sent or awaited any more.
+    done: bool,
 }
 
 /// When to send next.
@@ -278,6 +301,11 @@ pub struct Worker {
     lease: Option<Lease>,
     /// Interval of the registration that last granted or renewed the lease.
     lease_interval: u64,
+    /// Rule 14: the lease in force is kept, not renewed, and is released at
+    /// this local instant (its deadline minus the drain budget).
+    drain_until: Option<i64>,
+    /// Rule 16: cancelled with graceful leave, not stopped yet.
+    leaving: Option<Leaving>,
     schedule: Schedule,
     /// A transmit is ready in `keys`/`args` and not yet polled.
     ready: Option<(RequestId, i64)>,
@@ -325,6 +353,8 @@ impl Worker {
             now_clock: Clock::system(),
             lease: None,
             lease_interval: 0,
+            drain_until: None,
+            leaving: None,
             schedule: Schedule {
                 fire_at: Some(0),
                 ..Schedule::default()
@@ -407,9 +437,17 @@ impl Worker {
         u64::try_from(self.clock.micros(now).saturating_add(off)).ok()
     }
 
-    /// Whether the worker has stopped (after [`Worker::handle_cancel`]).
+    /// Whether the worker has stopped (after [`Worker::handle_cancel`]; with
+    /// graceful leave, once the lease it held has drained).
     pub fn is_stopped(&self) -> bool {
         self.stopped
+    }
+
+    /// Whether the worker is leaving gracefully (rule 16): cancelled, no
+    /// longer registering, still serving the lease it held until its
+    /// deadline minus the drain budget.
+    pub fn is_leaving(&self) -> bool {
+        self.leaving.is_some() && !self.stopped
     }
 
     // ----- outputs -------------------------------------------------------
@@ -417,9 +455,14 @@ impl Worker {
     /// The registration to send now, if one is due. Drain after every input.
     pub fn poll_transmit(&mut self) -> Option<Transmit<'_>> {
         let (id, give_up_at) = self.ready.take()?;
+        let script = if self.leaving.is_some() {
+            Script::leave()
+        } else {
+            Script::for_mode(self.cfg.mode)
+        };
         Some(Transmit {
             id,
-            script: Script::for_mode(self.cfg.mode),
+            script,
             keys: [&self.keys[0], &self.keys[1], &self.keys[2]],
             args: &self.args,
             expires_at: self.clock.instant(give_up_at),
@@ -441,10 +484,13 @@ impl Worker {
             (None, None) => self.schedule.fire_at,
             _ => None,
         };
+        let leave = self.leaving.and_then(|l| l.in_flight).map(|p| p.timeout_at);
         [
             fire,
             live.map(|p| p.timeout_at),
             self.lease.as_ref().map(Lease::deadline_micros),
+            self.drain_until,
+            leave,
         ]
         .into_iter()
         .flatten()
@@ -460,6 +506,14 @@ impl Worker {
         let now = self.clock.micros(now);
         self.expire(now);
         if self.stopped {
+            return;
+        }
+        if let Some(leaving) = &mut self.leaving {
+            if leaving.in_flight.is_some_and(|p| p.timeout_at <= now) {
+                leaving.in_flight = None;
+                self.send_leave(now);
+            }
+            self.maybe_finish_leaving(now);
             return;
         }
         if let Some(i) = self
@@ -491,6 +545,12 @@ impl Worker {
         id: RequestId,
         values: &[i64],
     ) -> Result<(), ReplyError> {
+        if self.is_leave_request(id) {
+            let answer = parse_leave(self.cfg.interval_ms, values);
+            let result = answer.as_ref().map(|_| ()).map_err(Clone::clone);
+            self.on_leave_answer(now, answer);
+            return result;
+        }
         let reply = Reply::parse(self.cfg.mode, self.cfg.interval_ms, values);
         self.handle_parsed(now, id, reply)
     }
@@ -503,9 +563,15 @@ impl Worker {
         id: RequestId,
         reply: Result<Reply, ReplyError>,
     ) -> Result<(), ReplyError> {
+        if self.is_leave_request(id) {
+            // Only a failure to read integers reaches here for a leave.
+            let err = reply.err().unwrap_or(ReplyError::NotIntegers);
+            self.on_leave_answer(now, Err(err.clone()));
+            return Err(err);
+        }
         let now = self.clock.micros(now);
         self.expire(now);
-        if self.stopped {
+        if self.stopped || self.leaving.is_some() {
             return Ok(());
         }
         let Some(at) = self.pending.iter().position(|p| p.id == id) else {
@@ -539,6 +605,14 @@ impl Worker {
         if self.stopped {
             return;
         }
+        if let Some(leaving) = &mut self.leaving {
+            if leaving.in_flight.is_some_and(|p| p.id == id) {
+                leaving.in_flight = None;
+                self.send_leave(now);
+            }
+            self.maybe_finish_leaving(now);
+            return;
+        }
         if let Some(at) = self.pending.iter().position(|p| p.id == id) {
             let req = self.pending.remove(at);
             if !req.timed_out {
@@ -552,17 +626,164 @@ impl Worker {
     /// [`Event::Stopped`]; nothing is sent after this. The worker stays
     /// counted in the interval it last registered in, so its slot is unowned
     /// for up to about one interval, exactly as if it had crashed.
+    ///
+    /// With [`crate::Options::graceful_leave`] (rule 16) the worker instead
+    /// sends one leave request (the leave script removes its token from the
+    /// set of the interval open at execution; retried once), registers no
+    /// more, ignores replies to earlier registrations, and keeps the lease it
+    /// holds until its deadline minus the drain budget. Then the idle value
+    /// (reason [`IdleReason::Cancelled`]), then [`Event::Stopped`], once the
+    /// leave request is answered or given up. Later calls change nothing.
     pub fn handle_cancel(&mut self, now: Instant) {
-        if self.stopped {
+        if self.stopped || self.leaving.is_some() {
             return;
         }
         let now = self.clock.micros(now);
         self.expire(now);
+        if self.cfg.graceful_leave {
+            self.start_leaving(now);
+            return;
+        }
         self.release(now, IdleReason::Cancelled);
         self.stopped = true;
         self.pending.clear();
         self.ready = None;
         self.schedule.fire_at = None;
+        self.events.push_back(Event::Stopped);
+        diag::discover_stopped(&self.cfg.name, diag::StopReason::Abort);
+    }
+
+    // ----- graceful leave (rule 16) -----------------------------------------
+
+    fn is_leave_request(&self, id: RequestId) -> bool {
+        self.leaving
+            .and_then(|l| l.in_flight)
+            .is_some_and(|p| p.id == id)
+    }
+
+    /// Rule 16: stop registering, keep the lease held until its deadline
+    /// minus the drain budget, and send the leave request.
+    fn start_leaving(&mut self, now: i64) {
+        self.pending.clear();
+        self.ready = None;
+        self.schedule.fire_at = None;
+        self.leaving = Some(Leaving::default());
+        if let Some(deadline) = self.lease.as_ref().map(Lease::deadline_micros) {
+            let until = if self.cfg.sabotage_overdrain {
+                let past = deadline.saturating_add(self.cfg.l / 2);
+                if let Some(l) = &self.lease {
+                    l.extend_to(past);
+                }
+                past
+            } else {
+                // A kept lease already draining ends no later than before.
+                let until = deadline.saturating_sub(self.cfg.drain_budget);
+                self.drain_until.map_or(until, |u| u.min(until))
+            };
+            if until <= now {
+                self.release(now, IdleReason::Cancelled);
+            } else {
+                self.drain_until = Some(until);
+            }
+        }
+        self.send_leave(now);
+        self.maybe_finish_leaving(now);
+    }
+
+    /// The leave request, or its one retry: keys of the interval `c` the
+    /// worker believes open and of `c + 1` (the script removes from
+    /// whichever is open at execution, or answers wrong-interval).
+    fn send_leave(&mut self, now: i64) {
+        let Some(mut leaving) = self.leaving else {
+            return;
+        };
+        if leaving.done || leaving.in_flight.is_some() {
+            return;
+        }
+        if leaving.sent >= 2 {
+            leaving.done = true;
+            self.leaving = Some(leaving);
+            return;
+        }
+        leaving.sent += 1;
+        let c = if self.skew.offset().is_some() {
+            self.server_interval(now)
+        } else {
+            PROBE_INTERVAL
+        };
+        let id = RequestId(self.next_id);
+        self.next_id += 1;
+        let floor = (self.cfg.l / 20).max(1000).min(self.cfg.l);
+        let t = self.rtt.timeout(self.cfg.l / 2).max(floor).min(self.cfg.l);
+        let cfg = &self.cfg;
+        write_key(&mut self.keys[0], &cfg.prefix, &cfg.name, c);
+        write_key(&mut self.keys[1], &cfg.prefix, &cfg.name, c + 1);
+        self.args.truncate(4);
+        let values: [&dyn Display; 4] = [&cfg.interval_ms, &c, &cfg.rules.encode(), &self.token];
+        for (arg, v) in self.args.iter_mut().zip(values) {
+            arg.clear();
+            let _ = write!(arg, "{v}");
+        }
+        leaving.in_flight = Some(Pending {
+            id,
+            sent_at: now,
+            interval: c,
+            timeout_at: now + t,
+            timed_out: false,
+            give_up_at: now + t,
+        });
+        self.leaving = Some(leaving);
+        self.ready = Some((id, now + t));
+    }
+
+    /// The leave request was answered (or the answer was malformed).
+    fn on_leave_answer(&mut self, now: Instant, answer: Result<LeaveAnswer, ReplyError>) {
+        let now = self.clock.micros(now);
+        self.expire(now);
+        let Some(leaving) = &mut self.leaving else {
+            return;
+        };
+        let Some(req) = leaving.in_flight.take() else {
+            return;
+        };
+        match answer {
+            Ok(LeaveAnswer::WrongInterval { server }) => {
+                // Aim the one retry with this clock sample; leaving, the
+                // worker stands down on nothing it sees.
+                let _ = self
+                    .skew
+                    .observe(req.sent_at, now, server, self.cfg.g, 8 * self.cfg.l);
+                self.send_leave(now);
+            }
+            Ok(LeaveAnswer::Done) => leaving.done = true,
+            Err(e) => {
+                diag::reply_rejected(&self.cfg.name, &e);
+                self.send_leave(now);
+            }
+        }
+        self.maybe_finish_leaving(now);
+    }
+
+    /// Rule 16 ends when the lease held has drained and the leave request
+    /// is answered or given up: then [`Event::Stopped`].
+    fn maybe_finish_leaving(&mut self, now: i64) {
+        let Some(leaving) = self.leaving else {
+            return;
+        };
+        if self.stopped || self.lease.is_some() {
+            return;
+        }
+        if !leaving.done && (leaving.in_flight.is_some() || self.ready.is_some()) {
+            return;
+        }
+        if !leaving.done {
+            self.send_leave(now);
+            if self.ready.is_some() {
+                return;
+            }
+        }
+        self.stopped = true;
+        self.ready = None;
         self.events.push_back(Event::Stopped);
         diag::discover_stopped(&self.cfg.name, diag::StopReason::Abort);
     }
@@ -575,6 +796,17 @@ impl Worker {
         let Some(deadline) = self.lease.as_ref().map(Lease::deadline_micros) else {
             return;
         };
+        // Rule 14: a kept lease ends at its deadline minus the drain budget;
+        // rule 16: so does the lease a leaving worker still serves.
+        if let Some(until) = self.drain_until.filter(|&u| now >= u) {
+            let reason = if self.leaving.is_some() {
+                IdleReason::Cancelled
+            } else {
+                IdleReason::HandedOver
+            };
+            self.release(until, reason);
+            return;
+        }
         if now >= deadline {
             diag::lease_expired(
                 &self.cfg.name,
@@ -589,6 +821,7 @@ impl Worker {
     /// and hands the idle value with `reason` to the stream. Returns whether
     /// a lease was held.
     fn release(&mut self, at: i64, reason: IdleReason) -> bool {
+        self.drain_until = None;
         let Some(lease) = self.lease.take() else {
             return false;
         };
@@ -602,6 +835,39 @@ impl Worker {
                 ended: Some(lease),
             })));
         true
+    }
+
+    /// Rule 5, and rule 14 in `Ranked` mode: the newest reply renews nothing.
+    /// `Arrival` releases at once, as the original does. `Ranked` keeps the
+    /// lease (still exclusive: nobody else can hold its tasks before its
+    /// deadline) and releases it at its deadline minus the drain budget, or
+    /// at once if that instant has passed.
+    fn hand_over(&mut self, now: i64) {
+        let Some(deadline) = self.lease.as_ref().map(Lease::deadline_micros) else {
+            return;
+        };
+        if self.cfg.mode == Mode::Arrival {
+            self.release(now, IdleReason::HandedOver);
+            return;
+        }
+        if self.drain_until.is_some() {
+            return;
+        }
+        let until = if self.cfg.sabotage_overdrain {
+            // The negative control: past the deadline (breaks rule 6).
+            let past = deadline.saturating_add(self.cfg.l / 2);
+            if let Some(l) = &self.lease {
+                l.extend_to(past);
+            }
+            past
+        } else {
+            deadline.saturating_sub(self.cfg.drain_budget)
+        };
+        if until <= now {
+            self.release(now, IdleReason::HandedOver);
+        } else {
+            self.drain_until = Some(until);
+        }
     }
 
     fn grant(&mut self, slot: Slot, interval: u64, deadline: i64) {
@@ -766,8 +1032,14 @@ impl Worker {
                 Some(l) if l.slot() == slot => {
                     l.extend_to(deadline);
                     self.lease_interval = k;
+                    self.drain_until = None;
                 }
                 _ => {
+                    // Rule 14: a kept lease has always ended by now (a grant
+                    // of another pair from k needs p(k-1) = p(k-2), which a
+                    // lease still live from k-1 or earlier contradicts;
+                    // docs/protocol.md). Releasing here is the fallback that
+                    // only the overdrain control reaches.
                     self.release(now, IdleReason::HandedOver);
                     self.grant(slot, k, deadline);
                     self.lease_interval = k;
@@ -776,9 +1048,7 @@ impl Worker {
             // Agreed, but the reply came after its own deadline: grants
             // nothing; memory is still updated below.
             (Some(_), true) => {}
-            _ => {
-                self.release(now, IdleReason::HandedOver);
-            }
+            _ => self.hand_over(now),
         }
         self.memory.previous = Some((k, implied));
         self.memory.newest = Some((k, now));
@@ -906,7 +1176,7 @@ impl Worker {
         let idle = self.schedule.fire_at.is_none()
             && self.ready.is_none()
             && !self.pending.iter().any(|p| !p.timed_out);
-        if self.stopped || !idle {
+        if self.stopped || self.leaving.is_some() || !idle {
             return;
         }
         let fire = match (self.skew.offset(), self.memory.newest) {
@@ -922,7 +1192,11 @@ impl Worker {
 
     fn maybe_send(&mut self, now: i64) {
         self.ensure_scheduled(now);
-        if self.stopped || self.ready.is_some() || self.pending.iter().any(|p| !p.timed_out) {
+        if self.stopped
+            || self.leaving.is_some()
+            || self.ready.is_some()
+            || self.pending.iter().any(|p| !p.timed_out)
+        {
             return;
         }
         match self.schedule.fire_at {
@@ -997,15 +1271,13 @@ impl Worker {
         // args[3], the rules record, is constant: written in `new`.
         if c.mode == Mode::Ranked {
             set(4, &self.token);
-            // A returning worker sends its last known phase, a hair below the
-            // carried score of the same rank so a tie with a newcomer's carried
-            // score goes to the settled worker; a newcomer sends 2, after every
-            // carried score (which lie in (0, 1)).
-            let phase = match self.memory.last_slot {
-                Some(s) => (f64::from(s.i()) + 0.5) / f64::from(s.n()) - 1e-9,
-                None => 2.0,
-            };
-            set(5, &format_args!("{phase:.12}"));
+            // Rule 15: a returning worker sends its last known position (the
+            // server ranks returnees after every carried position, by it); a
+            // newcomer sends -1 and sorts last.
+            match self.memory.last_slot {
+                Some(s) => set(5, &s.i()),
+                None => set(5, &-1),
+            }
         }
     }
 }
@@ -1036,6 +1308,59 @@ fn check_interval(reply: &Reply, expected: u64) -> Result<(), ReplyError> {
             got: reply.interval(),
         })
     }
+}
+
+/// What the leave script answered (rule 16).
+#[derive(Clone, Copy, Debug)]
+enum LeaveAnswer {
+    /// The server's interval was neither of the two named: nothing written.
+    WrongInterval {
+        /// Server time at execution, in microseconds.
+        server: i64,
+    },
+    /// Removed, not a member, or refused (other rules): nothing more to do.
+    Done,
+}
+
+/// Parses the leave script's reply: `{0|2, k, sec, usec}` or `{1, k, sec,
+/// usec, removed}`, with the time checks of [`Reply::parse`].
+fn parse_leave(interval_ms: u64, values: &[i64]) -> Result<LeaveAnswer, ReplyError> {
+    let status = values.first().copied().unwrap_or(-1);
+    let expected = match status {
+        0 | 2 => 4,
+        1 => 5,
+        -1 if values.is_empty() => {
+            return Err(ReplyError::Arity {
+                got: 0,
+                expected: 0,
+            });
+        }
+        other => return Err(ReplyError::Status(other)),
+    };
+    if values.len() != expected {
+        return Err(ReplyError::Arity {
+            got: values.len(),
+            expected,
+        });
+    }
+    if status == 1 && !matches!(values[4], 0 | 1) {
+        return Err(ReplyError::OutOfRange {
+            field: "removed",
+            value: values[4],
+        });
+    }
+    // The clock fields, checked as a wrong-interval answer would be.
+    let time = Reply::parse(
+        Mode::Ranked,
+        interval_ms,
+        &[0, values[1], values[2], values[3]],
+    )?;
+    Ok(match status {
+        0 => LeaveAnswer::WrongInterval {
+            server: i64::try_from(time.server_time()).unwrap_or(i64::MAX),
+        },
+        _ => LeaveAnswer::Done,
+    })
 }
 
 /// The size of a detected step for the `server clock moved` diagnostic.

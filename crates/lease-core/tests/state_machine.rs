@@ -501,3 +501,238 @@ fn after_a_backward_step_nothing_is_granted_over_reopened_intervals() {
         "counted {counted:?}, granted {granted:?}"
     );
 }
+
+/// A settled lone worker (lease from K+2, `(0, 1)`) whose reply from K+3
+/// says a newcomer joined in K+2: the pair implied by K+2 is `(0, 2)`.
+/// Returns the lease and the instant that reply was processed.
+fn disagree_after_settling(mode: Mode) -> (Harness, Lease, Duration) {
+    let mut h = Harness::new(mode);
+    let ms = Duration::from_millis;
+    let probe = h.send(Some(ms(0)));
+    h.deliver(&probe, ms(1), ms(2), 0, 0);
+    let first = h.send(None);
+    let (x0, absent) = match mode {
+        Mode::Ranked => (-1, 0),
+        Mode::Arrival => (0, -1),
+    };
+    h.deliver(&first, first.at + ms(1), first.at + ms(2), x0, absent);
+    let second = h.send(None);
+    h.deliver(&second, second.at + ms(1), second.at + ms(2), 0, 1);
+    let third = h.send(None);
+    h.deliver(&third, third.at + ms(1), third.at + ms(2), 0, 1);
+    let lease = h
+        .events()
+        .iter()
+        .find_map(|e| held(e).cloned())
+        .expect("granted");
+    let fourth = h.send(None);
+    let arrive = fourth.at + ms(2);
+    h.deliver(&fourth, fourth.at + ms(1), arrive, 0, 2);
+    (h, lease, arrive)
+}
+
+/// Rule 14: in `Ranked` mode a lease that the next reply does not renew is
+/// kept, valid and with its real deadline, until that deadline minus the
+/// drain budget (default `G`), and only then released (`HandedOver`, at
+/// that instant). Fails without the change: the lease was released at the
+/// disagreeing reply.
+#[test]
+fn ranked_keeps_an_unrenewed_lease_until_its_deadline_minus_the_drain_budget() {
+    let (mut h, lease, arrive) = disagree_after_settling(Mode::Ranked);
+    let deadline = lease.deadline();
+    assert!(h.events().is_empty(), "no release at the disagreeing reply");
+    assert!(lease.is_valid_at(h.at(arrive)));
+    assert_eq!(lease.deadline(), deadline, "the real deadline, untouched");
+    assert!(h.w.lease_at(h.at(arrive)).is_some());
+    let g = Duration::from_millis(150);
+    let drain_end = deadline - g;
+    assert!(h.w.poll_timeout().is_some_and(|t| t <= drain_end));
+    // A timer just before the drain's end changes nothing.
+    h.w.handle_timeout(drain_end - Duration::from_micros(1));
+    assert!(
+        h.events()
+            .iter()
+            .all(|e| held(e).is_none() && idle(e).is_none())
+    );
+    assert!(lease.is_valid_at(drain_end - Duration::from_micros(1)));
+    // At the drain's end: released, handed over, at exactly that instant.
+    h.w.handle_timeout(drain_end);
+    let events = h.events();
+    assert!(
+        matches!(events.as_slice(), [e] if idle(e).is_some_and(|i| i.reason == IdleReason::HandedOver && i.since == drain_end && i.ended.as_ref() == Some(&lease))),
+        "{events:?}"
+    );
+    assert!(!lease.is_valid_at(drain_end));
+}
+
+/// Rule 14 is `Ranked` only: `Arrival` stays the original and releases at
+/// the disagreeing reply.
+#[test]
+fn arrival_still_releases_at_the_disagreeing_reply() {
+    let (mut h, lease, arrive) = disagree_after_settling(Mode::Arrival);
+    let events = h.events();
+    assert!(
+        matches!(events.as_slice(), [e] if idle(e).is_some_and(|i| i.reason == IdleReason::HandedOver && i.since == h.at(arrive))),
+        "{events:?}"
+    );
+    assert!(!lease.is_valid_at(h.at(arrive)));
+}
+
+/// A drain budget of zero keeps the lease to its very deadline, and the
+/// release still says handed over, not expired.
+#[test]
+fn a_zero_drain_budget_keeps_the_lease_to_its_deadline() {
+    let mut h = Harness::new(Mode::Ranked);
+    let options = Options::new("g", Duration::from_millis(L_MS)).with_drain_budget(Duration::ZERO);
+    h.w = Worker::new(
+        &options,
+        Token::from_bits_same_worker_if_reused(1 << 100),
+        h.t0,
+    )
+    .unwrap();
+    let ms = Duration::from_millis;
+    h.settle_alone();
+    let lease = h
+        .events()
+        .iter()
+        .find_map(|e| held(e).cloned())
+        .expect("granted");
+    let fourth = h.send(None);
+    h.deliver(&fourth, fourth.at + ms(1), fourth.at + ms(2), 0, 2);
+    assert!(h.events().is_empty());
+    let deadline = lease.deadline();
+    h.w.handle_timeout(deadline);
+    let events = h.events();
+    assert!(
+        matches!(events.as_slice(), [e] if idle(e).is_some_and(|i| i.reason == IdleReason::HandedOver && i.since == deadline)),
+        "{events:?}"
+    );
+}
+
+/// A settled lone worker with graceful leave on, lease from K+2.
+fn settled_leaver() -> (Harness, Lease) {
+    let mut h = Harness::new(Mode::Ranked);
+    let options = Options::new("g", Duration::from_millis(L_MS)).with_graceful_leave(true);
+    h.w = Worker::new(
+        &options,
+        Token::from_bits_same_worker_if_reused(1 << 100),
+        h.t0,
+    )
+    .unwrap();
+    h.settle_alone();
+    let lease = h
+        .events()
+        .iter()
+        .find_map(|e| held(e).cloned())
+        .expect("granted");
+    (h, lease)
+}
+
+/// Rule 16: a cancelled worker with graceful leave sends one leave request
+/// (the leave script, keys of the interval it believes open and the next),
+/// registers no more, keeps serving its lease until its deadline minus the
+/// drain budget, then yields the idle value (cancelled) and stops. Fails
+/// without the change: the lease was released at the cancel and nothing was
+/// sent.
+#[test]
+fn graceful_leave_removes_the_token_and_serves_the_lease_to_its_drain_end() {
+    let (mut h, lease) = settled_leaver();
+    let ms = Duration::from_millis;
+    let cancel = h.last + ms(100);
+    h.w.handle_cancel(h.at(cancel));
+    assert!(h.events().is_empty(), "the lease is still served");
+    assert!(h.w.is_leaving() && !h.w.is_stopped());
+    assert!(lease.is_valid_at(h.at(cancel)));
+    let c = (h.server_us(cancel) / 1000) as u64 / L_MS;
+    let token = h.w.token().to_string();
+    let t = h.w.poll_transmit().expect("the leave request");
+    assert!(t.script.is_leave());
+    assert_eq!(
+        t.keys,
+        [
+            &format!("{{g}}:{c}")[..],
+            &format!("{{g}}:{}", c + 1)[..],
+            "{g}:rules"
+        ]
+    );
+    assert_eq!(t.args[1], c.to_string());
+    assert_eq!(t.args[3], token);
+    let id = t.id;
+    // Removed, in the interval it named.
+    let server = h.server_us(cancel + ms(1));
+    let reply = [1, c as i64, server / 1_000_000, server % 1_000_000, 1];
+    h.w.handle_reply(h.at(cancel + ms(2)), id, &reply).unwrap();
+    assert!(h.events().is_empty());
+    // Nothing but the drain's end is due: no registration is ever sent.
+    let drain_end = lease.deadline() - ms(150);
+    assert_eq!(h.w.poll_timeout(), Some(drain_end));
+    h.w.handle_timeout(h.at(cancel + ms(300)));
+    assert!(h.w.poll_transmit().is_none());
+    h.w.handle_timeout(drain_end);
+    let events = h.events();
+    assert!(
+        matches!(events.as_slice(), [e, Event::Stopped] if idle(e).is_some_and(|i| i.reason == IdleReason::Cancelled && i.since == drain_end && i.ended.as_ref() == Some(&lease))),
+        "{events:?}"
+    );
+    assert!(h.w.is_stopped() && !h.w.is_leaving());
+    assert_eq!(h.w.poll_timeout(), None);
+}
+
+/// Rule 16: a wrong-interval answer (the request executed two intervals
+/// after the one it named) wrote nothing; the worker retries once with the
+/// new clock sample, then gives up. It still stops only after its drain.
+#[test]
+fn a_leave_answered_wrong_interval_is_retried_once() {
+    let (mut h, lease) = settled_leaver();
+    let ms = Duration::from_millis;
+    let cancel = h.last + ms(100);
+    h.w.handle_cancel(h.at(cancel));
+    let first = h.w.poll_transmit().unwrap();
+    let (id, c) = (first.id, first.args[1].parse::<i64>().unwrap());
+    let wrong = |h: &Harness, local: Duration| {
+        let s = h.server_us(local) + 2_000_000;
+        vec![0, s / 1000 / L_MS as i64, s / 1_000_000, s % 1_000_000]
+    };
+    let r = wrong(&h, cancel + ms(1));
+    assert_ne!(r[1], c);
+    h.w.handle_reply(h.at(cancel + ms(2)), id, &r).unwrap();
+    let retry = h.w.poll_transmit().expect("one retry");
+    assert!(retry.script.is_leave());
+    assert_eq!(retry.args[1], r[1].to_string(), "aimed by the new sample");
+    let id = retry.id;
+    let r = wrong(&h, cancel + ms(3));
+    h.w.handle_reply(h.at(cancel + ms(4)), id, &r).unwrap();
+    assert!(h.w.poll_transmit().is_none(), "no second retry");
+    assert!(h.events().is_empty() && !h.w.is_stopped());
+    h.w.handle_timeout(lease.deadline() - ms(150));
+    assert!(matches!(h.events().as_slice(), [_, Event::Stopped]));
+}
+
+/// Without a lease the leaving worker stops once its leave request is
+/// answered; a malformed answer counts as a failure and is retried once.
+#[test]
+fn a_leaver_without_a_lease_stops_once_the_leave_is_answered() {
+    let mut h = Harness::new(Mode::Ranked);
+    let options = Options::new("g", Duration::from_millis(L_MS)).with_graceful_leave(true);
+    h.w = Worker::new(
+        &options,
+        Token::from_bits_same_worker_if_reused(1 << 100),
+        h.t0,
+    )
+    .unwrap();
+    let ms = Duration::from_millis;
+    let probe = h.send(Some(ms(0)));
+    h.deliver(&probe, ms(1), ms(2), 0, 0);
+    h.events();
+    h.w.handle_cancel(h.at(ms(5)));
+    let t = h.w.poll_transmit().unwrap();
+    let id = t.id;
+    assert!(h.w.handle_reply(h.at(ms(6)), id, &[1, 2, 3]).is_err());
+    let retry = h.w.poll_transmit().expect("retried once").id;
+    let s = h.server_us(ms(7));
+    let k = s / 1000 / L_MS as i64;
+    h.w.handle_reply(h.at(ms(8)), retry, &[1, k, s / 1_000_000, s % 1_000_000, 0])
+        .unwrap();
+    assert!(matches!(h.events().as_slice(), [Event::Stopped]));
+    assert!(h.w.is_stopped());
+}

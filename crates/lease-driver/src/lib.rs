@@ -314,7 +314,9 @@ impl Driver {
 
     /// Runs the worker on `conn` until `cancelled` completes
     /// (it then stands down: the stream yields the idle value once if a
-    /// lease is held, then ends) or the stream is dropped. Dropping this
+    /// lease is held, then ends; with graceful leave, rule 16, only once the
+    /// lease held has drained and the leave request is answered) or the
+    /// stream is dropped. Dropping this
     /// future stops the worker at once, like a crash.
     ///
     /// The loop of [`Worker`]: send every transmit (each request is timed out
@@ -331,6 +333,10 @@ impl Driver {
         let clock = self.clock.clone();
         let now = || clock.now();
         let mut cancelled = pin!(cancelled);
+        // Polled until it completes once: a worker leaving gracefully (rule
+        // 16) keeps running after the cancel, and a completed future must
+        // not be polled again.
+        let mut cancel_seen = false;
         let mut in_flight = Vec::new();
         loop {
             while let Some(request) = self.poll_request(now()) {
@@ -344,7 +350,7 @@ impl Driver {
             // order of precedence.
             let mut timer = pin!(self.worker.poll_timeout().map(&sleep_until));
             let woke = poll_fn(|cx| {
-                if cancelled.as_mut().poll(cx).is_ready() {
+                if !cancel_seen && cancelled.as_mut().poll(cx).is_ready() {
                     return Poll::Ready(Woke::Cancelled);
                 }
                 for x in 0..in_flight.len() {
@@ -361,7 +367,10 @@ impl Driver {
             .await;
             let at = now();
             match woke {
-                Woke::Cancelled => self.worker.handle_cancel(at),
+                Woke::Cancelled => {
+                    cancel_seen = true;
+                    self.worker.handle_cancel(at);
+                }
                 Woke::Replied(done) => self.handle_reply(at, &done.0, done.1),
                 Woke::Timeout => self.worker.handle_timeout(at),
             }
@@ -601,6 +610,28 @@ mod tests {
         }
     }
 
+    /// [`Flushed`], with the log shared.
+    struct Logged(Arc<Mutex<Vec<String>>>);
+
+    impl Connection for Logged {
+        type Error = &'static str;
+
+        async fn run(&self, command: Command<'_>) -> Result<Option<Vec<i64>>, &'static str> {
+            let line: Vec<&str> = std::iter::once(command.verb.as_str())
+                .chain(command.arguments())
+                .collect();
+            self.0.lock().unwrap().push(line.join(" "));
+            match command.verb {
+                Verb::EvalSha => Err("NOSCRIPT"),
+                Verb::Eval => Ok(Some(vec![0, 10, 3, 1500])),
+            }
+        }
+
+        fn is_noscript(error: &&'static str) -> bool {
+            *error == "NOSCRIPT"
+        }
+    }
+
     /// Virtual time: every timer completes at once and moves the clock to
     /// its instant.
     struct Virtual {
@@ -688,6 +719,37 @@ mod tests {
         }
         assert_eq!(stream.poll_next(&mut cx), Poll::Ready(None));
         assert!(stream.is_terminated());
+        assert_eq!(stream.poll_next(&mut cx), Poll::Ready(None));
+    }
+
+    /// Rule 16: a worker leaving gracefully keeps running after the cancel
+    /// (to send its leave request and read the answer), so the loop polls
+    /// the completed cancel future no more: it used to, every iteration,
+    /// which panics on `ready(())` and starves the replies.
+    #[test]
+    fn a_graceful_leave_runs_its_leave_request_to_the_end_after_the_cancel() {
+        let runtime = world();
+        let rt = runtime.clone();
+        let clock = Clock::new(move || rt.now());
+        let options =
+            lease_core::Options::new("g", Duration::from_millis(300)).with_graceful_leave(true);
+        let (driver, mut stream) =
+            Driver::new(&options, Token::seeded(1, 7), clock, "test").unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let conn = Logged(log.clone());
+        block_on(driver.run(conn, |at| runtime.sleep_until(at), std::future::ready(())));
+        let sent = log.lock().unwrap().clone();
+        let leave = Script::leave().sha1();
+        assert!(
+            sent.iter()
+                .any(|l| l.starts_with(&format!("EVALSHA {leave} 3 "))),
+            "{sent:?}"
+        );
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(matches!(
+            stream.poll_next(&mut cx),
+            Poll::Ready(Some(Assignment::Idle(_)))
+        ));
         assert_eq!(stream.poll_next(&mut cx), Poll::Ready(None));
     }
 

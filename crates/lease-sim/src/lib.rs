@@ -46,5 +46,5 @@ mod world;
 
 pub use net::{LocalClock, Network};
 pub use run::{Faults, RunConfig, RunReport, random_run};
-pub use store::{Peek, SimStore, StoreError};
+pub use store::{LeaveSabotage, Peek, SimStore, StoreError};
 pub use world::{Action, Clocks, Mishap, Observed, Sim, SimConfig, Stats, WorkerId};

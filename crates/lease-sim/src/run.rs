@@ -57,6 +57,9 @@ pub struct RunConfig {
     /// The network at the start (with faults, regimes change every 10
     /// intervals).
     pub network: Network,
+    /// Applied to every worker's options after the fields above (the drain
+    /// budget, graceful leave, a test-only sabotage); identity by default.
+    pub customize: fn(Options) -> Options,
 }
 
 impl RunConfig {
@@ -72,6 +75,7 @@ impl RunConfig {
             faults: Faults::default(),
             churn: true,
             network: Network::default(),
+            customize: std::convert::identity,
         }
     }
 }
@@ -89,9 +93,11 @@ pub struct RunReport {
 
 /// Plays one randomized run.
 pub fn random_run(cfg: &RunConfig) -> Result<RunReport, OptionsError> {
-    let options = Options::new("sim", cfg.interval)
-        .with_gap(cfg.gap)
-        .with_mode(cfg.mode);
+    let options = (cfg.customize)(
+        Options::new("sim", cfg.interval)
+            .with_gap(cfg.gap)
+            .with_mode(cfg.mode),
+    );
     let mut sim_cfg = SimConfig::new(cfg.seed, options);
     sim_cfg.network = cfg.network.clone();
     let mut sim = Sim::new(sim_cfg)?;

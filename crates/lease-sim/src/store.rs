@@ -41,11 +41,35 @@ pub enum StoreError {
     WrongType,
 }
 
+/// **Test only: breaks exclusivity.** A wrong leave script, for the
+/// negative controls of rule 16 (research §6.3): each one writes a closed
+/// set, which the correct script never does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LeaveSabotage {
+    /// Removes the token from the open set *and* from the closed set before
+    /// it (research `bad-also`).
+    AlsoClosed,
+    /// Removes the token from the closed set before the open one only
+    /// (research `bad-instead`).
+    InsteadClosed,
+    /// Removes the token from the interval the client named (`KEYS[1]`),
+    /// whatever the server's interval at execution (research `bad-named`).
+    ClientNamed,
+}
+
 /// The simulated server's key space.
 #[derive(Clone, Debug, Default)]
 pub struct SimStore {
     keys: HashMap<String, Entry>,
     executed: u64,
+    /// A sabotaged leave script, if any.
+    leave_sabotage: Option<LeaveSabotage>,
+    /// Leave requests that removed a token from a closed set (only a
+    /// sabotaged script does).
+    closed_writes: u64,
+    /// Test only: fillers take their rank among the fillers as position,
+    /// ignoring the keepers' (the negative control of rule 15).
+    sabotage_positions: bool,
 }
 
 impl SimStore {
@@ -67,6 +91,105 @@ impl SimStore {
     /// Whether the key space is empty.
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
+    }
+
+    /// **Test only: breaks exclusivity.** Makes the leave script wrong in
+    /// the given way (negative controls).
+    pub fn sabotage_leave(&mut self, sabotage: Option<LeaveSabotage>) {
+        self.leave_sabotage = sabotage;
+    }
+
+    /// **Test only: breaks exclusivity.** With `true`, positions are
+    /// computed wrongly from now on: a filler takes its rank among the
+    /// fillers instead of the free position of that rank, so it can collide
+    /// with a keeper (the negative control of rule 15).
+    pub fn sabotage_positions(&mut self, on: bool) {
+        self.sabotage_positions = on;
+    }
+
+    /// Leave requests that removed a token from a closed set (only a
+    /// sabotaged leave script does).
+    pub fn closed_set_writes(&self) -> u64 {
+        self.closed_writes
+    }
+
+    /// Runs the leave script (`leave.lua`, rule 16) at server time `now_us`
+    /// with `keys` and `args` as a [`lease_core::Transmit`] of
+    /// [`lease_core::Script::leave`] carries them; returns its reply.
+    pub fn execute_leave(
+        &mut self,
+        now_us: i64,
+        keys: [&str; 3],
+        args: &[String],
+    ) -> Result<Vec<i64>, StoreError> {
+        self.executed += 1;
+        let arg = |i: usize, what: &'static str| -> Result<i64, StoreError> {
+            args.get(i)
+                .and_then(|a| a.parse::<i64>().ok())
+                .ok_or(StoreError::BadArguments(what))
+        };
+        let interval_ms = arg(0, "interval")?;
+        let c = arg(1, "believed interval")?;
+        if interval_ms <= 0 {
+            return Err(StoreError::BadArguments("interval"));
+        }
+        let rules = args.get(2).ok_or(StoreError::BadArguments("rules"))?;
+        let token = args.get(3).ok_or(StoreError::BadArguments("token"))?;
+        let sec = now_us.div_euclid(1_000_000);
+        let usec = now_us.rem_euclid(1_000_000);
+        let k = (sec * 1000 + usec / 1000).div_euclid(interval_ms);
+        self.expire(keys[2], now_us);
+        match self.keys.get(keys[2]).map(|e| &e.value) {
+            Some(Value::Text(recorded)) if recorded != rules => return Ok(vec![2, k, sec, usec]),
+            Some(Value::Text(_)) | None => {}
+            Some(_) => return Err(StoreError::WrongType),
+        }
+        // The key of the open interval k, as the script picks it.
+        let open = if k == c {
+            keys[0].to_owned()
+        } else if k == c + 1 {
+            keys[1].to_owned()
+        } else if self.leave_sabotage == Some(LeaveSabotage::ClientNamed) {
+            keys[0].to_owned()
+        } else {
+            return Ok(vec![0, k, sec, usec]);
+        };
+        // The closed set before it: the open key's number minus one.
+        let closed = {
+            let (head, num) = open.rsplit_once(':').unwrap_or((&open, "0"));
+            let n: i64 = num.parse().unwrap_or(0);
+            format!("{head}:{}", n - 1)
+        };
+        let targets: Vec<String> = match self.leave_sabotage {
+            None => vec![open],
+            Some(LeaveSabotage::AlsoClosed) => vec![open, closed],
+            Some(LeaveSabotage::InsteadClosed) => vec![closed],
+            Some(LeaveSabotage::ClientNamed) => vec![keys[0].to_owned()],
+        };
+        let open_key = key_of(keys, c, k);
+        let mut removed = 0;
+        for key in &targets {
+            self.expire(key, now_us);
+            let Some(entry) = self.keys.get_mut(key) else {
+                continue;
+            };
+            let Value::Set(set) = &mut entry.value else {
+                return Err(StoreError::WrongType);
+            };
+            let before = set.len();
+            set.retain(|(_, m)| m != token);
+            let gone = before - set.len();
+            if Some(key.as_str()) == open_key {
+                removed = gone as i64;
+            } else if gone > 0 {
+                self.closed_writes += 1;
+            }
+            // ZREM of the last member deletes the key.
+            if set.is_empty() {
+                self.keys.remove(key);
+            }
+        }
+        Ok(vec![1, k, sec, usec, removed])
     }
 
     /// A restart without persistence: every key is gone.
@@ -145,20 +268,24 @@ impl SimStore {
             }
             Mode::Ranked => {
                 let token = args.get(4).ok_or(StoreError::BadArguments("token"))?;
-                let phase: f64 = args
+                let sent: f64 = args
                     .get(5)
                     .and_then(|a| a.parse().ok())
-                    .ok_or(StoreError::BadArguments("phase"))?;
+                    .ok_or(StoreError::BadArguments("last position"))?;
                 let (rank, size) = match self.keys.get(keys[1]).map(|e| &e.value) {
                     None => (None, 0),
-                    Some(Value::Set(set)) => (set.iter().position(|(_, m)| m == token), set.len()),
+                    Some(Value::Set(set)) => {
+                        (hole_filled(set, token, self.sabotage_positions), set.len())
+                    }
                     Some(_) => return Err(StoreError::WrongType),
                 };
-                // The server-side carry: a token present in k-1 keeps its
-                // place; only an absent one uses the phase it sent.
+                // The server-side carry (rule 15): a token present in k-1
+                // carries its integer position; a returnee ranks after every
+                // carried position, by the position it sent; a newcomer last.
                 let score = match rank {
-                    Some(r) => (r as f64 + 0.5) / size as f64,
-                    None => phase,
+                    Some(p) => p as f64,
+                    None if (0.0..RETURNEE).contains(&sent) => RETURNEE + sent.floor() + 0.5,
+                    None => NEWCOMER,
                 };
                 let entry = self.keys.entry(keys[0].to_owned()).or_insert(Entry {
                     value: Value::Set(Vec::new()),
@@ -224,6 +351,47 @@ impl SimStore {
     }
 }
 
+/// The key of the open interval `k` among the leave script's keys (`c` and
+/// `c + 1`), if it is one of them.
+/// Scores of returnees start here (`2^32`), after every carried position.
+const RETURNEE: f64 = 4_294_967_296.0;
+/// A newcomer's score (`2^53`), after every returnee.
+const NEWCOMER: f64 = 9_007_199_254_740_992.0;
+
+/// Rule 15, as `ranked.lua` computes it: the position of `token` in the
+/// closed set `set` (Redis order) of size `s`. A member whose score is an
+/// integer `p < s` keeps `p`; the others take the free positions in order.
+fn hole_filled(set: &[(f64, String)], token: &str, sabotage: bool) -> Option<usize> {
+    let s = set.len();
+    let rank = set.iter().position(|(_, m)| m == token)?;
+    let score = set[rank].0;
+    if score >= 0.0 && score < s as f64 && score == score.floor() {
+        return Some(score as usize);
+    }
+    let in_range = |sc: f64| sc >= 0.0 && sc < s as f64;
+    let keepers = set.iter().filter(|(sc, _)| in_range(*sc)).count();
+    let kept: Vec<usize> = set
+        .iter()
+        .filter(|(sc, _)| in_range(*sc) && *sc == sc.floor())
+        .map(|(sc, _)| *sc as usize)
+        .collect();
+    let j = rank.checked_sub(keepers)?;
+    if sabotage {
+        return (j < s).then_some(j);
+    }
+    (0..s).filter(|p| !kept.contains(p)).nth(j)
+}
+
+fn key_of(keys: [&str; 3], c: i64, k: i64) -> Option<&str> {
+    if k == c {
+        Some(keys[0])
+    } else if k == c + 1 {
+        Some(keys[1])
+    } else {
+        None
+    }
+}
+
 /// A refusal's four fields from a recorded rules record, as the script's
 /// `string.match(rules, '^(%d+):(%d+):(%a+):(%a+)$')` reads them: version,
 /// interval, mode code (0 arrival, 1 ranked), mapping code (0 modulo, 1
@@ -270,7 +438,7 @@ mod tests {
 
     const L: i64 = 300;
 
-    const RULES: &str = "1:300:ranked:modulo";
+    const RULES: &str = "2:300:ranked:modulo";
 
     fn args(k: i64, extra: &[&str]) -> Vec<String> {
         let mut v = vec![
@@ -333,10 +501,10 @@ mod tests {
         let mut s = SimStore::new();
         let (a, b, c) = ("a".repeat(32), "b".repeat(32), "c".repeat(32));
         let k10 = ["{g}:10", "{g}:9", "{g}:rules"];
-        // Newcomers send 2: ties break by token.
+        // Newcomers send -1: ties break by token.
         for t in [&c, &a, &b] {
             let r = s
-                .execute(Mode::Ranked, at(10, 1), k10, &args(10, &[t, "2"]))
+                .execute(Mode::Ranked, at(10, 1), k10, &args(10, &[t, "-1"]))
                 .unwrap();
             assert_eq!(r[4..], [-1, 0]);
         }
@@ -359,12 +527,57 @@ mod tests {
         assert_eq!(r[4..], [0, 3]);
         // A newcomer in 11 lands after both.
         let d = "0".repeat(32);
-        s.execute(Mode::Ranked, at(11, 3), k11, &args(11, &[&d, "2"]))
+        s.execute(Mode::Ranked, at(11, 3), k11, &args(11, &[&d, "-1"]))
             .unwrap();
         assert_eq!(
             s.peek("{g}:11"),
             Some(Peek::Members(vec![a.clone(), c.clone(), d]))
         );
+    }
+
+    /// Rule 15: when a member leaves, the others keep their positions and
+    /// only the one whose position is now out of range moves, into the hole;
+    /// a returnee and a newcomer fill what is left, in that order.
+    #[test]
+    fn positions_fill_holes() {
+        let t: Vec<String> = (0..6).map(|x| format!("{x:032x}")).collect();
+        let keys = |k: i64| [format!("{{g}}:{k}"), format!("{{g}}:{}", k - 1)];
+        let mut s = SimStore::new();
+        let reg = |s: &mut SimStore, k: i64, tok: &str, sent: &str| {
+            let ks = keys(k);
+            s.execute(
+                Mode::Ranked,
+                at(k, 1),
+                [&ks[0], &ks[1], "{g}:rules"],
+                &args(k, &[tok, sent]),
+            )
+            .unwrap()[4..]
+                .to_vec()
+        };
+        for tok in &t[..5] {
+            reg(&mut s, 10, tok, "-1");
+        }
+        // 11: all five carried; t2 is not there (it left).
+        for tok in [&t[0], &t[1], &t[3], &t[4]] {
+            reg(&mut s, 11, tok, "-1");
+        }
+        // Closed 11 has four members: t0, t1, t3 keep 0, 1, 3; t4 (4 >= 4)
+        // moves into the hole, 2.
+        let got: Vec<Vec<i64>> = [&t[0], &t[1], &t[3], &t[4]]
+            .iter()
+            .map(|tok| reg(&mut s, 12, tok, "-1"))
+            .collect();
+        assert_eq!(got, [[0, 4], [1, 4], [3, 4], [2, 4]]);
+        // In 12 a returnee t2 (last position 2) and a newcomer t5 join.
+        reg(&mut s, 12, &t[2], "2");
+        reg(&mut s, 12, &t[5], "-1");
+        // Closed 12 (size 6): the four keep 0..3; the returnee takes 4 and
+        // the newcomer 5.
+        let got: Vec<Vec<i64>> = [&t[2], &t[5], &t[4]]
+            .iter()
+            .map(|tok| reg(&mut s, 13, tok, "-1"))
+            .collect();
+        assert_eq!(got, [[4, 6], [5, 6], [2, 6]]);
     }
 
     #[test]
@@ -406,11 +619,11 @@ mod tests {
         let mut other = args(5, &["b".repeat(32).as_str(), "2"]);
         other[0] = "600".into();
         other[1] = "1800".into();
-        other[3] = "1:600:ranked:modulo".into();
+        other[3] = "2:600:ranked:modulo".into();
         let k5 = ["{g}:5", "{g}:4", "{g}:rules"];
         let r = s.execute(Mode::Ranked, at(10, 2), k5, &other).unwrap();
         assert_eq!(r[0], 2);
-        assert_eq!(r[4..], [1, 300, 1, 0]);
+        assert_eq!(r[4..], [2, 300, 1, 0]);
         assert_eq!(s.peek("{g}:5"), None, "nothing written");
         assert_eq!(s.peek("{g}:rules"), Some(Peek::Text(RULES.to_owned())));
         // Three intervals of 300 ms after the last matching registration the
@@ -425,7 +638,7 @@ mod tests {
         assert_eq!(r[0], 1);
         assert_eq!(
             s.peek("{g}:rules"),
-            Some(Peek::Text("1:600:ranked:modulo".into()))
+            Some(Peek::Text("2:600:ranked:modulo".into()))
         );
     }
 

@@ -120,6 +120,9 @@ pub enum Mishap {
     LoseReply,
     /// Delivered and executed twice.
     Duplicate,
+    /// Held this long on the way to the server, on top of the network's
+    /// trip (a request that executes later than its sender expects).
+    Delay(Duration),
 }
 
 impl Action {
@@ -149,6 +152,8 @@ enum Step {
 #[derive(Clone)]
 struct Request {
     id: RequestId,
+    /// The leave script (rule 16) rather than a registration.
+    leave: bool,
     keys: [String; 3],
     args: Vec<String>,
     /// A duplicate delivery: executed, but its reply goes nowhere.
@@ -320,6 +325,19 @@ impl Sim {
     /// The simulated server's key space.
     pub fn store(&self) -> &SimStore {
         &self.store
+    }
+
+    /// **Test only: breaks exclusivity.** Computes hole-filling positions
+    /// wrongly from now on (the negative control of rule 15; see
+    /// [`SimStore::sabotage_positions`]).
+    pub fn sabotage_positions(&mut self, on: bool) {
+        self.store.sabotage_positions(on);
+    }
+
+    /// **Test only: breaks exclusivity.** Runs a wrong leave script from now
+    /// on (the negative controls of rule 16), or the right one with `None`.
+    pub fn sabotage_leave(&mut self, sabotage: Option<crate::store::LeaveSabotage>) {
+        self.store.sabotage_leave(sabotage);
     }
 
     /// Events the workers' loops received since the last call.
@@ -568,6 +586,7 @@ impl Sim {
                 sends.push((
                     Request {
                         id: t.id,
+                        leave: t.script.is_leave(),
                         keys: t.keys.map(str::to_owned),
                         args: t.args.to_vec(),
                         echo: false,
@@ -622,7 +641,11 @@ impl Sim {
             self.stats.lost_requests += 1;
             return;
         }
-        let arrive = self.now + net.trip(&mut self.rng);
+        let delay = match mishap {
+            Some(Mishap::Delay(d)) => d.as_micros() as u64,
+            _ => 0,
+        };
+        let arrive = self.now + net.trip(&mut self.rng) + delay;
         if mishap == Some(Mishap::Duplicate) || self.rng.random_bool(net.duplicate.clamp(0.0, 1.0))
         {
             let again = arrive + net.trip(&mut self.rng);
@@ -660,10 +683,13 @@ impl Sim {
             .options
             .as_ref()
             .map_or(self.options.mode, |o| o.mode);
-        let result = self
-            .store
-            .execute(mode, self.server_now(), keys, &req.args)
-            .map_err(|e| e.to_string());
+        let now = self.server_now();
+        let result = if req.leave {
+            self.store.execute_leave(now, keys, &req.args)
+        } else {
+            self.store.execute(mode, now, keys, &req.args)
+        }
+        .map_err(|e| e.to_string());
         if req.echo {
             return;
         }
@@ -696,7 +722,9 @@ impl Sim {
                     self.workers[w.0].held = None;
                 }
             }
-            Event::Stopped => {}
+            // The worker has ended (at once on a plain cancel; after its
+            // drain with graceful leave).
+            Event::Stopped => self.workers[w.0].life = Life::Gone,
         }
         self.observed.push(Observed {
             worker: w,
@@ -733,11 +761,12 @@ impl Sim {
                 }
             }
             Action::Cancel(w) => {
-                if self
-                    .with_core(w, |core, now| core.handle_cancel(now))
-                    .is_some()
-                {
-                    self.workers[w.0].life = Life::Gone;
+                let first = self.with_core(w, |core, now| {
+                    let first = !core.is_leaving();
+                    core.handle_cancel(now);
+                    first
+                });
+                if first == Some(true) {
                     self.history
                         .push(Record::leave(w.to_string(), LeaveHow::Cancel, self.now));
                 }

@@ -58,6 +58,7 @@ fn config() -> impl Strategy<Value = RunConfig> {
                 },
                 churn: true,
                 network,
+                customize: std::convert::identity,
             })
         })
 }

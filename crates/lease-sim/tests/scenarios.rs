@@ -72,9 +72,11 @@ fn settled_start_arrival() {
     insta::assert_snapshot!(render(&sim.drain_observed()));
 }
 
-// Join, Ranked: the newcomer w3 starts idle; the settled workers release
-// (n changes from 3 to 4) one interval after the newcomer was first counted,
-// and regrant on n = 4 keeping their indices; w3 owns 3/4.
+// Join, Ranked: the newcomer w3 starts idle; one interval after the newcomer
+// was first counted the settled workers' replies disagree (n changes from 3
+// to 4), and each keeps its lease (rule 14) until its deadline, 4 L, minus
+// the drain budget G = 0.15 L (3.85 L, a little earlier for the drift
+// margin), then regrants on n = 4 keeping its index; w3 owns 3/4.
 #[test]
 fn join_ranked() {
     let (mut sim, _) = start(Mode::Ranked, 3);
@@ -86,7 +88,10 @@ fn join_ranked() {
 }
 
 // Leave by cancellation: w1 releases at once (cancelled) and stops; the
-// others stand down when the count drops to 2 and regrant on n = 2.
+// others' replies disagree when the count drops to 2, they keep their leases
+// until their deadline minus G (rule 14: 5 L - 0.15 L), and regrant on n = 2.
+// Positions fill holes (rule 15): w2 keeps its index 1 (below the new size),
+// and w0, whose 2 is out of range, takes the hole w1 left, 0.
 #[test]
 fn cancel_ranked() {
     let (mut sim, ws) = start(Mode::Ranked, 3);
@@ -97,7 +102,8 @@ fn cancel_ranked() {
 }
 
 // Crash: w1 disappears without a word (its loop sees nothing more); the
-// survivors stand down and regrant on n = 2, as after a cancel.
+// survivors keep their leases to the drain's end and regrant on n = 2, as
+// after a cancel: w2 keeps 1, w0 fills the hole at 0 (rule 15).
 #[test]
 fn crash_ranked() {
     let (mut sim, ws) = start(Mode::Ranked, 3);
@@ -108,9 +114,9 @@ fn crash_ranked() {
 }
 
 // Stall: w0 freezes for 3 intervals. When it wakes its lease has expired
-// (released ... expired); the others stand down when it drops out of the
-// count, regrant on n = 2, then stand down again when it is back and the
-// group regrants on n = 3.
+// (released ... expired); the others hand over (at their deadline minus G,
+// rule 14) when it drops out of the count, regrant on n = 2, then hand over
+// again when it is back and the group regrants on n = 3.
 #[test]
 fn stall_ranked() {
     let (mut sim, ws) = start(Mode::Ranked, 3);
@@ -121,7 +127,8 @@ fn stall_ranked() {
 }
 
 // Redis restart: every key is lost. The next registrations find no closed
-// interval: every worker releases (disagreed), then regrants two intervals
+// interval: every worker's reply disagrees, it keeps its lease to its
+// deadline minus G (rule 14), then regrants two intervals
 // later on the same n and the same indices: with the previous set gone, each
 // worker sends the phase of its last known pair, which rebuilds the order.
 #[test]

@@ -18,12 +18,28 @@
 //! - **leave**: one settled worker is cancelled at `15 L + U(0, 1) L`;
 //!   *survivors idle* and *uncovered* over the 6 intervals after it.
 //!
-//! Usage: `sim-figures [--seeds N] [--regime SUBSTRING] [--per-seed]`.
+//! With `--handover`, the figures of issue 14 instead (kept leases, rule
+//! 14), ideal regime, n0 = 5 and 16, the research model's task coverage: the
+//! time-averaged share of the 1,024 tasks `0..1024` held by exactly one
+//! worker under the group's mapping (modulo):
+//!
+//! - **join window**: a newcomer starts at `15 L + U(0, 1) L`; task coverage
+//!   over `[join, join + 6 L)`.
+//! - **leave**: the worker holding `i = n0 / 2` is cancelled at
+//!   `15 L + U(0, 1) L`; *departed uncovered* is the integral over
+//!   `[cancel, cancel + 6 L)` of the departed's tasks (those of its pair at
+//!   the cancel) held by nobody, divided by their number (a draining leaver
+//!   counts as a holder); *window coverage* the task coverage over that
+//!   window.
+//!
+//! Usage: `sim-figures [--seeds N] [--regime SUBSTRING] [--per-seed] [--handover]`.
 
 use std::time::Duration;
 
 use lease_bench::{SplitMix, Table, header, mean, percentile};
+use lease_core::ownership::Mapping;
 use lease_core::{Mode, Options, Slot};
+use lease_history::checker::Holding;
 use lease_history::{Checker, Record};
 use lease_sim::{Action, Network, Sim, SimConfig, WorkerId};
 
@@ -245,6 +261,270 @@ fn fmt_l(x: Option<f64>) -> String {
     }
 }
 
+/// The research model's tasks.
+const TASKS: u64 = 1024;
+
+/// Over `[from, to)`: the time-averaged share of `tasks` held by exactly one
+/// holding (under `mapping`), and per task the mean time (in L) it was held
+/// by nobody.
+fn task_cover(
+    holdings: &[Holding],
+    mapping: Mapping,
+    tasks: &[u64],
+    from: u64,
+    to: u64,
+) -> (f64, f64) {
+    if to <= from || tasks.is_empty() {
+        return (0.0, 0.0);
+    }
+    let live: Vec<&Holding> = holdings
+        .iter()
+        .filter(|h| h.start_us < to && h.end_us > from && h.start_us < h.end_us)
+        .collect();
+    let mut cuts: Vec<u64> = vec![from, to];
+    for h in &live {
+        cuts.extend([h.start_us.max(from), h.end_us.min(to)]);
+    }
+    cuts.sort_unstable();
+    cuts.dedup();
+    let (mut once, mut nobody) = (0.0, 0.0);
+    for w in cuts.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        let len = (b - a) as f64;
+        let active: Vec<&&Holding> = live
+            .iter()
+            .filter(|h| h.start_us <= a && h.end_us >= b)
+            .collect();
+        for &t in tasks {
+            let holders = active
+                .iter()
+                .filter(|h| mapping.owner(t, h.n) == h.i)
+                .count();
+            match holders {
+                0 => nobody += len,
+                1 => once += len,
+                _ => {}
+            }
+        }
+    }
+    let span = (to - from) as f64 * tasks.len() as f64;
+    (
+        once / span,
+        nobody / tasks.len() as f64 / L.as_micros() as f64,
+    )
+}
+
+/// One row of the handover figures.
+#[derive(Clone, Copy)]
+struct Variant {
+    name: &'static str,
+    mode: Mode,
+    drain_budget: Option<Duration>,
+    graceful: bool,
+}
+
+/// A group of `n0` settled workers, ideal regime, options by `v`.
+fn start_variant(
+    seed: u64,
+    v: Variant,
+    n0: usize,
+    scenario: &mut SplitMix,
+) -> (Sim, Vec<WorkerId>) {
+    let mut options = Options::new("g", L).with_gap(0.15).with_mode(v.mode);
+    options.drain_budget = v.drain_budget;
+    options.graceful_leave = v.graceful;
+    let mut cfg = SimConfig::new(seed, options);
+    cfg.network = Network::ideal(L);
+    let mut sim = Sim::new(cfg).expect("valid options");
+    let ws = (0..n0)
+        .map(|_| sim.schedule_join(L.mul_f64(scenario.unit())))
+        .collect();
+    (sim, ws)
+}
+
+/// The join window's task coverage for one seed, and the checker's findings.
+fn join_window(seed: u64, v: Variant, n0: usize) -> (f64, u64) {
+    let mut scenario = SplitMix::new(seed ^ 1);
+    let (mut sim, _) = start_variant(seed, v, n0, &mut scenario);
+    let t = L * EVENT_AT + L.mul_f64(scenario.unit());
+    sim.run_until(t);
+    sim.schedule_join(t);
+    sim.run_until(t + L * (WINDOW + 1));
+    let checker = Checker::new(&sim.closed_history(), Some(us(sim.now())));
+    let tasks: Vec<u64> = (0..TASKS).collect();
+    let (cover, _) = task_cover(
+        checker.holdings(),
+        Mapping::Modulo,
+        &tasks,
+        us(t),
+        us(t + L * WINDOW),
+    );
+    (cover, faults(&checker))
+}
+
+/// One seed of the leave scenario: the departed's tasks' uncovered time
+/// (in L), the window's task coverage, and the checker's findings.
+fn leave_window(seed: u64, v: Variant, n0: usize) -> (f64, f64, u64) {
+    let mut scenario = SplitMix::new(seed ^ 2);
+    let (mut sim, ws) = start_variant(seed, v, n0, &mut scenario);
+    let t = L * EVENT_AT + L.mul_f64(scenario.unit());
+    sim.run_until(t);
+    let target = n0 as u32 / 2;
+    let Some((gone, lease)) = ws
+        .iter()
+        .find_map(|&w| sim.lease(w).filter(|l| l.i() == target).map(|l| (w, l)))
+    else {
+        return (f64::NAN, f64::NAN, 0);
+    };
+    sim.act(Action::Cancel(gone));
+    sim.run_until(t + L * (WINDOW + 1));
+    let checker = Checker::new(&sim.closed_history(), Some(us(sim.now())));
+    let (from, to) = (us(t), us(t + L * WINDOW));
+    let mine: Vec<u64> = (0..TASKS)
+        .filter(|&id| Mapping::Modulo.owner(id, lease.n()) == lease.i())
+        .collect();
+    let (_, uncovered) = task_cover(checker.holdings(), Mapping::Modulo, &mine, from, to);
+    let all: Vec<u64> = (0..TASKS).collect();
+    let (cover, _) = task_cover(checker.holdings(), Mapping::Modulo, &all, from, to);
+    (uncovered, cover, faults(&checker))
+}
+
+/// Runs `f` over the seeds on two threads.
+fn over_seeds<T: Send>(seeds: u64, f: impl Fn(u64) -> T + Sync) -> Vec<T> {
+    std::thread::scope(|s| {
+        let f = &f;
+        let handles: Vec<_> = (0..2u64)
+            .map(|t| {
+                s.spawn(move || {
+                    (FIRST_SEED + t..FIRST_SEED + seeds)
+                        .step_by(2)
+                        .map(f)
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a simulation panicked"))
+            .collect()
+    })
+}
+
+fn leave_figures(seeds: u64) {
+    let variants = [
+        Variant {
+            name: "ranked, graceful leave, b = G (default)",
+            mode: Mode::Ranked,
+            drain_budget: None,
+            graceful: true,
+        },
+        Variant {
+            name: "ranked, graceful leave, b = 0",
+            mode: Mode::Ranked,
+            drain_budget: Some(Duration::ZERO),
+            graceful: true,
+        },
+        Variant {
+            name: "ranked, plain cancel (kept leases, b = G)",
+            mode: Mode::Ranked,
+            drain_budget: None,
+            graceful: false,
+        },
+        Variant {
+            name: "arrival (the original)",
+            mode: Mode::Arrival,
+            drain_budget: None,
+            graceful: false,
+        },
+    ];
+    let mut table = Table::new(&[
+        "variant",
+        "n0",
+        "departed uncovered (mean)",
+        "max",
+        "window task coverage (mean)",
+        "worst seed",
+        "runs",
+        "violations",
+    ]);
+    for n0 in [5usize, 16] {
+        for v in variants {
+            let runs: Vec<(f64, f64, u64)> = over_seeds(seeds, |seed| leave_window(seed, v, n0))
+                .into_iter()
+                .filter(|r| r.0.is_finite())
+                .collect();
+            let uncov: Vec<f64> = runs.iter().map(|r| r.0).collect();
+            let cover: Vec<f64> = runs.iter().map(|r| r.1).collect();
+            table.row([
+                v.name.to_owned(),
+                n0.to_string(),
+                format!("{:.2}", mean(&uncov)),
+                format!("{:.2}", uncov.iter().copied().fold(0.0, f64::max)),
+                format!("{:.3}", mean(&cover)),
+                format!("{:.3}", cover.iter().copied().fold(1.0, f64::min)),
+                runs.len().to_string(),
+                runs.iter().map(|r| r.2).sum::<u64>().to_string(),
+            ]);
+        }
+    }
+    table.print();
+    println!(
+        "Departed uncovered in L: per task of the departed's pair, time held by nobody in the 6 L after the cancel.\n"
+    );
+}
+
+fn handover_figures(seeds: u64) {
+    header(
+        &format!("Simulator: issue 14 handover figures, ideal regime ({seeds} seeds per cell)"),
+        "scripts/bench-sim.sh --handover",
+    );
+    let variants = [
+        Variant {
+            name: "ranked, kept leases, b = G (default)",
+            mode: Mode::Ranked,
+            drain_budget: None,
+            graceful: false,
+        },
+        Variant {
+            name: "ranked, kept leases, b = 0",
+            mode: Mode::Ranked,
+            drain_budget: Some(Duration::ZERO),
+            graceful: false,
+        },
+        Variant {
+            name: "arrival (the original)",
+            mode: Mode::Arrival,
+            drain_budget: None,
+            graceful: false,
+        },
+    ];
+    let mut table = Table::new(&[
+        "variant",
+        "n0",
+        "join window task coverage (mean)",
+        "worst seed",
+        "violations",
+    ]);
+    for n0 in [5usize, 16] {
+        for v in variants {
+            let runs: Vec<(f64, u64)> = over_seeds(seeds, |seed| join_window(seed, v, n0));
+            let covers: Vec<f64> = runs.iter().map(|r| r.0).collect();
+            table.row([
+                v.name.to_owned(),
+                n0.to_string(),
+                format!("{:.3}", mean(&covers)),
+                format!("{:.3}", covers.iter().copied().fold(1.0, f64::min)),
+                runs.iter().map(|r| r.1).sum::<u64>().to_string(),
+            ]);
+        }
+    }
+    table.print();
+    println!(
+        "Task coverage: share of tasks 0..1024 held by exactly one worker (modulo mapping).\n"
+    );
+    leave_figures(seeds);
+}
+
 fn main() {
     let mut seeds = 50u64;
     let mut filter = String::new();
@@ -255,6 +535,10 @@ fn main() {
             "--seeds" => seeds = args.next().and_then(|s| s.parse().ok()).unwrap_or(seeds),
             "--regime" => filter = args.next().unwrap_or_default(),
             "--per-seed" => per_seed = true,
+            "--handover" => {
+                handover_figures(seeds);
+                return;
+            }
             other => {
                 eprintln!("unknown argument {other}");
                 std::process::exit(2);
