@@ -40,11 +40,19 @@
 #![forbid(unsafe_code)]
 
 mod net;
+#[cfg(feature = "redis-rs")]
+mod redis_rs;
 mod run;
+#[cfg(feature = "tokio")]
+pub mod server;
 mod store;
 mod world;
 
 pub use net::{LocalClock, Network};
+#[cfg(feature = "redis-rs")]
+pub use redis_rs::SimConnection;
 pub use run::{Faults, RunConfig, RunReport, random_run};
+#[cfg(feature = "tokio")]
+pub use server::{RedisFaults, ServerStats, SimRedis, SimRedisConfig};
 pub use store::{Peek, SimStore, StoreError};
 pub use world::{Action, Clocks, Mishap, Observed, Sim, SimConfig, Stats, WorkerId};

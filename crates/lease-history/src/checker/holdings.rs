@@ -25,7 +25,7 @@ pub enum HoldingEnd {
     /// By its worker's `leave` line.
     Left,
     /// By an `own` of the same worker without a release in between (an
-    /// [`ViolationKind::OwnWithoutRelease`]).
+    /// [`ViolationKind::OwnWithoutRelease`](super::ViolationKind::OwnWithoutRelease)).
     Replaced,
     /// Still held when the history ended.
     EndOfHistory,
