@@ -10,6 +10,10 @@
 //!   checks exclusivity and fencing, and measures coverage, stand-downs and
 //!   join-to-own delays. It knows the record format and nothing else: no
 //!   lease-core, no simulator, so it is an independent oracle.
+//! - [`tasks`] judges what a worker loop did with its leases: a
+//!   [`TaskRecorder`](tasks::TaskRecorder) the loop calls when it starts and
+//!   finishes each task, and [`check_tasks`](tasks::check_tasks) (no task
+//!   processed by two workers at once, no stale token accepted).
 //! - The [`timeline`] draws a history as an SVG picture of what the checker
 //!   judged.
 //!
@@ -31,6 +35,7 @@
 pub mod checker;
 mod log;
 mod record;
+pub mod tasks;
 pub mod timeline;
 
 pub use checker::{Checker, Summary, check};
