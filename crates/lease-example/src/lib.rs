@@ -27,7 +27,10 @@ use std::time::Duration;
 
 use futures_util::{FutureExt as _, Stream, StreamExt as _};
 use lease_history::tasks::TaskRecorder;
-use lease_redis::{Assignment, Lease};
+use lease_redis::redis::aio::ConnectionLike;
+use lease_redis::{
+    Assignment, CancellationToken, GroupOptions, Lease, Options, OptionsError, discover,
+};
 
 /// How the worker processes its tasks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,4 +167,40 @@ fn now() -> std::time::Instant {
 /// A [`TaskRecorder`] on tokio's clock, the clock of lease-redis's leases.
 pub fn recorder() -> TaskRecorder {
     TaskRecorder::new(now)
+}
+
+/// What the binary runs: `workers` workers of `group` in this process on
+/// `redis`, each running [`work`] into one [`MemoryStore`], for `duration`;
+/// then they are cancelled and drained. Returns the task history.
+pub async fn run_group<C>(
+    redis: C,
+    group: GroupOptions,
+    workers: u32,
+    duration: Duration,
+) -> Result<TaskRecorder, OptionsError>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let stop = CancellationToken::new();
+    let store = MemoryStore::new();
+    let recorder = recorder();
+    let mut running = Vec::new();
+    for w in 0..workers {
+        let options = Options::from(group.clone()).with_cancel(stop.clone());
+        let assignments = discover(redis.clone(), options)?;
+        running.push(tokio::spawn(work(
+            format!("w{w}"),
+            assignments,
+            store.clone(),
+            recorder.clone(),
+            Work::default(),
+        )));
+    }
+    tokio::time::sleep(duration).await;
+    stop.cancel();
+    for worker in running {
+        // A worker's task ends only by returning: the loop does not panic.
+        let _ = worker.await;
+    }
+    Ok(recorder)
 }

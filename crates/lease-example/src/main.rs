@@ -1,6 +1,7 @@
 //! The example's production side: three workers of one group in this
 //! process, on a real Redis, each running [`lease_example::work`] for a few
-//! seconds; then the task history is judged and the verdict printed.
+//! seconds ([`lease_example::run_group`]); then the task history is judged
+//! and the verdict printed.
 //!
 //! ```text
 //! REDIS_URL=redis://127.0.0.1:6379/ cargo run -p lease-example -- 10
@@ -13,9 +14,9 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use lease_example::{MemoryStore, Work, recorder, work};
+use lease_example::run_group;
 use lease_history::tasks::check_tasks;
-use lease_redis::{CancellationToken, GroupOptions, Options, discover};
+use lease_redis::GroupOptions;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
@@ -24,31 +25,12 @@ async fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
         None => 10,
     };
     let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".to_owned());
+    // A ConnectionManager reconnects after a Redis restart.
     let redis = lease_redis::redis::Client::open(url)?
         .get_connection_manager()
         .await?;
-    let stop = CancellationToken::new();
-    let store = MemoryStore::new();
-    let recorder = recorder();
     let group = GroupOptions::new("lease-example", Duration::from_millis(500));
-    let mut workers = Vec::new();
-    for w in 0..3 {
-        let options = Options::from(group.clone()).with_cancel(stop.clone());
-        let assignments = discover(redis.clone(), options)?;
-        let run = work(
-            format!("w{w}"),
-            assignments,
-            store.clone(),
-            recorder.clone(),
-            Work::default(),
-        );
-        workers.push(tokio::spawn(run));
-    }
-    tokio::time::sleep(Duration::from_secs(seconds)).await;
-    stop.cancel();
-    for worker in workers {
-        worker.await?;
-    }
+    let recorder = run_group(redis, group, 3, Duration::from_secs(seconds)).await?;
     let summary = check_tasks(&recorder.records());
     println!("{summary}");
     Ok(if summary.is_ok() {
