@@ -39,6 +39,8 @@
 //! ```
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "fred")]
+mod fred;
 mod net;
 #[cfg(feature = "redis-rs")]
 mod redis_rs;
@@ -48,6 +50,8 @@ pub mod server;
 mod store;
 mod world;
 
+#[cfg(feature = "fred")]
+pub use fred::FredMocks;
 pub use net::{LocalClock, Network};
 #[cfg(feature = "redis-rs")]
 pub use redis_rs::SimConnection;

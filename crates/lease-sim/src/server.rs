@@ -27,6 +27,9 @@
 //! flushed; requests fail with "connection refused" while it is down, as a
 //! reconnecting client sees it), [`SimRedis::step_clock`].
 
+// With the `tokio` feature alone, no client reaches the interpreter yet.
+#![cfg_attr(not(any(feature = "redis-rs", feature = "fred")), allow(dead_code))]
+
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -127,9 +130,23 @@ pub(crate) enum Reply {
 }
 
 /// The request was refused at the connection: the server is down.
+#[cfg(feature = "redis-rs")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("connection refused (the simulated Redis is restarting)")]
 pub(crate) struct Down;
+
+/// Why a request answered at once ([`SimRedis::request_now`]) got no reply
+/// as Redis would have given it.
+#[cfg(feature = "fred")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unanswered {
+    /// The server is down (restarting).
+    Down,
+    /// The request or its reply was lost (the command may have run).
+    Lost,
+    /// The server is paused or the connection stalled: it would have waited.
+    Held,
+}
 
 /// What becomes of one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -415,6 +432,7 @@ impl SimRedis {
 
     /// One request from the connection named `conn`, through the faults.
     /// Never completes if the request or its reply is lost.
+    #[cfg(feature = "redis-rs")]
     pub(crate) async fn request(&self, conn: &str, args: Vec<Vec<u8>>) -> Result<Reply, Down> {
         let (fate, there, back) = self.lock().draw();
         tokio::time::sleep(there).await;
@@ -448,5 +466,39 @@ impl SimRedis {
         }
         tokio::time::sleep(back).await;
         Ok(reply)
+    }
+
+    /// One request from `conn` answered at once, for clients whose mocking
+    /// layer is synchronous (fred's): the faults that need time become
+    /// immediate errors ([`Unanswered`]); a duplicate still runs twice.
+    #[cfg(feature = "fred")]
+    pub(crate) fn request_now(&self, conn: &str, args: &[Vec<u8>]) -> Result<Reply, Unanswered> {
+        let mut s = self.lock();
+        let (fate, _, _) = s.draw();
+        if s.down_until.is_some_and(|t| Instant::now() < t) {
+            s.stats.refused += 1;
+            return Err(Unanswered::Down);
+        }
+        if s.held_until(conn).is_some() {
+            return Err(Unanswered::Held);
+        }
+        match fate {
+            Fate::LoseRequest => {
+                s.stats.lost_requests += 1;
+                Err(Unanswered::Lost)
+            }
+            Fate::LoseReply => {
+                s.stats.lost_replies += 1;
+                s.execute(args);
+                Err(Unanswered::Lost)
+            }
+            Fate::Duplicate => {
+                s.stats.duplicates += 1;
+                let reply = s.execute(args);
+                s.execute(args);
+                Ok(reply)
+            }
+            Fate::Deliver => Ok(s.execute(args)),
+        }
     }
 }
