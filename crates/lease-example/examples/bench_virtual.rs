@@ -12,30 +12,51 @@ mod scenario;
 
 use std::time::{Duration, Instant};
 
-use scenario::{Client, Loop, paused_runtime, scenario, some_faults};
+use scenario::{Client, Loop, paused_runtime, scenario, some_faults, turmoil_scenario};
 
 fn main() {
     let runs: usize = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(10);
-    println!("| client | runs | wall time per 25 virtual s: median | max | verdict (last run) |");
-    println!("|---|---|---|---|---|");
-    for client in [Client::RedisRs, Client::Fred] {
+    println!(
+        "| client | runs | checker ok | wall time per 25 virtual s: median | max | last run |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for client in [
+        "redis-rs (SimConnection)",
+        "fred (fred_mocks)",
+        "turmoil (RESP host)",
+    ] {
         let mut times: Vec<Duration> = Vec::with_capacity(runs);
         let mut verdict = String::new();
+        let mut ok = 0;
         for seed in 0..runs as u64 {
             let started = Instant::now();
-            let (_, summary) =
-                paused_runtime().block_on(scenario(seed, Loop::Example, client, some_faults()));
+            let (_, summary) = match client {
+                "redis-rs (SimConnection)" => paused_runtime().block_on(scenario(
+                    seed,
+                    Loop::Example,
+                    Client::RedisRs,
+                    some_faults(),
+                )),
+                "fred (fred_mocks)" => paused_runtime().block_on(scenario(
+                    seed,
+                    Loop::Example,
+                    Client::Fred,
+                    some_faults(),
+                )),
+                _ => turmoil_scenario(seed, Loop::Example, some_faults()),
+            };
             times.push(started.elapsed());
+            ok += usize::from(summary.is_ok());
             verdict = summary.to_string();
         }
         times.sort();
         let median = times[times.len() / 2];
         let max = times[times.len() - 1];
         println!(
-            "| {client:?} | {runs} | {:.1} ms | {:.1} ms | `{verdict}` |",
+            "| {client} | {runs} | {ok} | {:.1} ms | {:.1} ms | `{verdict}` |",
             median.as_secs_f64() * 1e3,
             max.as_secs_f64() * 1e3
         );

@@ -66,3 +66,27 @@ fn the_same_worker_on_fred() {
     assert_eq!(summary.tasks, Work::default().tasks, "{summary}");
     assert!(summary.accepted > 1500, "{summary}");
 }
+
+#[test]
+fn the_same_worker_under_turmoil() {
+    let (history, summary) = scenario::turmoil_scenario(7, Loop::Example, some_faults());
+    assert!(summary.is_ok(), "{summary}\n{:?}", summary.violations);
+    assert_eq!(summary.tasks, Work::default().tasks, "{summary}");
+    assert!(summary.accepted > 1500, "{summary}");
+    assert_eq!(summary.faults, 3);
+    eprintln!("{summary}");
+    let again = scenario::turmoil_scenario(7, Loop::Example, some_faults()).0;
+    assert_eq!(history, again, "one seed, one history");
+}
+
+#[test]
+fn a_loop_that_skips_its_drain_is_caught_under_turmoil() {
+    let (_, summary) = scenario::turmoil_scenario(7, Loop::SkipsDrain, some_faults());
+    let double = summary
+        .violations
+        .iter()
+        .filter(|v| matches!(v, TaskViolation::DoubleProcessing { .. }))
+        .count();
+    assert!(double > 0, "{summary}");
+    eprintln!("{summary}");
+}

@@ -185,6 +185,18 @@ impl TaskRecorder {
         });
     }
 
+    /// A fault injected at `at` (an instant on the recorder's clock), for
+    /// tests that script faults from outside the clock's context.
+    pub fn fault_at(&self, kind: &str, detail: Option<String>, at: Instant) {
+        let elapsed = at.saturating_duration_since(self.origin);
+        let at_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        self.lock().push(TaskRecord::Fault {
+            kind: kind.to_owned(),
+            detail,
+            at_us,
+        });
+    }
+
     /// Every line so far, in the order they were recorded.
     pub fn records(&self) -> Vec<TaskRecord> {
         self.lock().clone()

@@ -48,6 +48,13 @@ mod run;
 #[cfg(feature = "tokio")]
 pub mod server;
 mod store;
+/// The simulated Redis as a turmoil host (feature `turmoil`).
+#[cfg(feature = "turmoil")]
+pub mod turmoil {
+    pub use crate::turmoil_host::{TurmoilConnection, connect, serve, serve_on};
+}
+#[cfg(feature = "turmoil")]
+mod turmoil_host;
 mod world;
 
 #[cfg(feature = "fred")]

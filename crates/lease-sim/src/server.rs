@@ -137,14 +137,16 @@ pub(crate) struct Down;
 
 /// Why a request answered at once ([`SimRedis::request_now`]) got no reply
 /// as Redis would have given it.
-#[cfg(feature = "fred")]
+#[cfg(any(feature = "redis-rs", feature = "fred"))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Unanswered {
     /// The server is down (restarting).
     Down,
     /// The request or its reply was lost (the command may have run).
     Lost,
-    /// The server is paused or the connection stalled: it would have waited.
+    /// The server is paused or the connection stalled: it would have waited
+    /// (only for answers given at once).
+    #[cfg_attr(not(feature = "fred"), allow(dead_code))]
     Held,
 }
 
@@ -225,6 +227,9 @@ impl Server {
         };
         match verb.to_ascii_uppercase().as_slice() {
             b"PING" => Reply::Simple("PONG"),
+            // What clients send when they connect (redis-rs: `CLIENT
+            // SETINFO`), answered as Redis does.
+            b"CLIENT" | b"SELECT" => Reply::Simple("OK"),
             b"SCRIPT" => self.script(&args[1..]),
             b"EVALSHA" => {
                 let Some(sha) = args.get(1) else {
@@ -434,6 +439,23 @@ impl SimRedis {
     /// Never completes if the request or its reply is lost.
     #[cfg(feature = "redis-rs")]
     pub(crate) async fn request(&self, conn: &str, args: Vec<Vec<u8>>) -> Result<Reply, Down> {
+        match self.request_timed(conn, &args).await {
+            Ok(reply) => Ok(reply),
+            Err(Unanswered::Down) => Err(Down),
+            Err(_) => std::future::pending().await,
+        }
+    }
+
+    /// One request from the connection named `conn`, through the faults,
+    /// with latency, pauses and stalls on tokio's timers; a lost request or
+    /// reply is `Err(Unanswered::Lost)` (after the latency it would have
+    /// had), for the caller to turn into silence or a broken connection.
+    #[cfg(feature = "redis-rs")]
+    pub(crate) async fn request_timed(
+        &self,
+        conn: &str,
+        args: &[Vec<u8>],
+    ) -> Result<Reply, Unanswered> {
         let (fate, there, back) = self.lock().draw();
         tokio::time::sleep(there).await;
         loop {
@@ -445,24 +467,24 @@ impl SimRedis {
         }
         if fate == Fate::LoseRequest {
             self.lock().stats.lost_requests += 1;
-            return std::future::pending().await;
+            return Err(Unanswered::Lost);
         }
         let reply = {
             let mut s = self.lock();
             if s.down_until.is_some_and(|t| Instant::now() < t) {
                 s.stats.refused += 1;
-                return Err(Down);
+                return Err(Unanswered::Down);
             }
-            let reply = s.execute(&args);
+            let reply = s.execute(args);
             if fate == Fate::Duplicate {
                 s.stats.duplicates += 1;
-                s.execute(&args);
+                s.execute(args);
             }
             reply
         };
         if fate == Fate::LoseReply {
             self.lock().stats.lost_replies += 1;
-            return std::future::pending().await;
+            return Err(Unanswered::Lost);
         }
         tokio::time::sleep(back).await;
         Ok(reply)

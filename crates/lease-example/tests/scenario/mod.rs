@@ -190,3 +190,88 @@ pub fn some_faults() -> RedisFaults {
         duplicates: 0.01,
     }
 }
+
+/// The same run under turmoil: Redis is the host `redis` (the simulated
+/// Redis speaking RESP, `lease_sim::turmoil::serve`), each worker a client
+/// host of its own reaching it over turmoil's TCP with a real redis-rs
+/// multiplexed connection (`TurmoilConnection`, which reconnects). w0's host
+/// crashes at 6 s; w1's link to Redis is held for 3 L at 11 s (and its
+/// commits stall); the Redis host crashes at 16 s and is bounced (restarted
+/// empty) L later; every worker is cancelled at 25 s.
+pub fn turmoil_scenario(seed: u64, which: Loop, faults: RedisFaults) -> (String, TaskSummary) {
+    let mut sim = turmoil::Builder::new()
+        .simulation_duration(Duration::from_secs(60))
+        .rng_seed(seed)
+        .min_message_latency(Duration::from_millis(1))
+        .max_message_latency(Duration::from_millis(3))
+        .build();
+    let config = SimRedisConfig::new(seed).with_faults(faults);
+    sim.host("redis", move || {
+        lease_sim::turmoil::serve(6379, config.clone())
+    });
+    let origin = std::time::Instant::now();
+    let recorder = TaskRecorder::new(move || origin + turmoil::sim_elapsed().unwrap_or_default());
+    let store = MemoryStore::new();
+    let stop = CancellationToken::new();
+    let group = GroupOptions::new("invoices", L);
+    let faults_recorder = recorder.clone();
+    let stopper = stop.clone();
+    let worker = move |w: u64| {
+        let name = format!("w{w}");
+        let (recorder, store, stop, group) =
+            (recorder.clone(), store.clone(), stop.clone(), group.clone());
+        async move {
+            let t0 = Instant::now();
+            let redis = lease_sim::turmoil::TurmoilConnection::new("redis:6379", L);
+            let options = Options::from(group)
+                .with_cancel(stop)
+                .with_token(Token::seeded(seed, w));
+            let assignments = lease_redis::discover(redis, options)?;
+            let stall_at = t0 + Duration::from_secs(11);
+            let store = Stalling {
+                inner: store,
+                from: if w == 1 { stall_at } else { t0 },
+                until: if w == 1 { stall_at + 3 * L } else { t0 },
+            };
+            let work_options = Work::default();
+            match which {
+                Loop::Example => work(name, assignments, store, recorder, work_options).await,
+                Loop::SkipsDrain => {
+                    skips_drain(name, assignments, store, recorder, work_options).await
+                }
+            }
+            Ok(())
+        }
+    };
+    // turmoil crashes hosts, not clients: w0 is a host (never bounced).
+    let first = worker.clone();
+    sim.host("w0", move || first(0));
+    sim.client("w1", worker(1));
+    sim.client("w2", worker(2));
+    let run_until = |sim: &mut turmoil::Sim<'_>, t: Duration| {
+        while sim.elapsed() < t {
+            sim.step().unwrap();
+        }
+    };
+    let fault = |sim: &turmoil::Sim<'_>, kind: &str, detail: &str| {
+        faults_recorder.fault_at(kind, Some(detail.into()), origin + sim.elapsed());
+    };
+    run_until(&mut sim, Duration::from_secs(6));
+    sim.crash("w0");
+    fault(&sim, "crash", "w0");
+    run_until(&mut sim, Duration::from_secs(11));
+    sim.hold("w1", "redis");
+    fault(&sim, "stall", "w1 for 3 L");
+    run_until(&mut sim, Duration::from_secs(11) + 3 * L);
+    sim.release("w1", "redis");
+    run_until(&mut sim, Duration::from_secs(16));
+    sim.crash("redis");
+    fault(&sim, "restart", "down for L");
+    run_until(&mut sim, Duration::from_secs(16) + L);
+    sim.bounce("redis");
+    run_until(&mut sim, Duration::from_secs(25));
+    stopper.cancel();
+    sim.run().unwrap();
+    let records = faults_recorder.records();
+    (faults_recorder.to_jsonl(), check_tasks(&records))
+}
