@@ -19,8 +19,23 @@
 //! The command-line runner of randomized runs is `lease sim` (crate
 //! `lease-cli`).
 //!
-//! Downstream projects use [`Sim`] to test their own worker logic against the
-//! protocol in virtual time; see `docs/testing-with-lease-sim.md`.
+//! # The simulated Redis behind the real clients
+//!
+//! With a client feature, the same store runs behind the real adapters, so a
+//! production worker loop on `lease_redis::discover` or `lease_fred::discover`
+//! runs unchanged in a deterministic test: `SimRedis` (feature `tokio`, which
+//! each client feature enables) is a server on tokio's clock with scripted
+//! faults, and each feature adds one way to reach it:
+//!
+//! - `redis-rs`: `SimRedis::connection`, a `redis::aio::ConnectionLike`;
+//! - `fred`: `SimRedis::fred_mocks`, a `fred::mocks::Mocks`;
+//! - `turmoil`: `lease_sim::turmoil::serve`, a Redis host speaking RESP on
+//!   turmoil's TCP, and redis-rs connections to it.
+//!
+//! `docs/testing-with-lease-sim.md` walks through the example crate
+//! `lease-example`, whose worker runs in all three and on a real Redis.
+//! Downstream projects can also use [`Sim`] to test their own worker logic
+//! against the state machine directly, without any async runtime.
 //!
 //! ```
 //! use std::time::Duration;
