@@ -41,7 +41,7 @@
 //!
 //! # Ending
 //!
-//! Cancel the [`CancellationToken`](tokio_util::sync::CancellationToken)
+//! Cancel the [`CancellationToken`]
 //! given with [`Options::with_cancel`] to stand down: the stream yields the
 //! idle value once if a lease is held, then ends, so the loop body drains
 //! exactly where it already handles losing a lease (see
