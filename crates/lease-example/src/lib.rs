@@ -99,7 +99,7 @@ pub async fn work<S, R>(
     mut assignments: S,
     store: R,
     recorder: TaskRecorder,
-    work: Work,
+    config: Work,
 ) where
     S: Stream<Item = Assignment> + Unpin,
     R: ResultStore,
@@ -124,24 +124,24 @@ pub async fn work<S, R>(
         let Some(held) = &lease else { continue };
         // Start only what can finish while the lease holds; otherwise wait
         // for a renewal (or the idle value) a task's time at most.
-        if !held.is_valid_at(now() + work.task_time) {
+        if !held.is_valid_at(now() + config.task_time) {
             tokio::select! {
                 next = assignments.next() => match next {
                     None => return,
                     Some(assignment) => lease = assignment.lease().cloned(),
                 },
-                () = tokio::time::sleep(work.task_time) => {}
+                () = tokio::time::sleep(config.task_time) => {}
             }
             continue;
         }
-        let Some(task) = next_owned(held, &mut cursor, work.tasks) else {
+        let Some(task) = next_owned(held, &mut cursor, config.tasks) else {
             // This pair covers none of the tasks: wait for a change.
             lease = None;
             continue;
         };
         let token = held.token();
         recorder.start(&name, task, token);
-        tokio::time::sleep(work.task_time).await; // the work itself
+        tokio::time::sleep(config.task_time).await; // the work itself
         let kept = store.commit(task, token).await;
         recorder.finish(&name, task, token, kept);
     }
