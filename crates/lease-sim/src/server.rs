@@ -347,17 +347,14 @@ fn known_script(source: &[u8]) -> Option<&'static Script> {
 /// A simulated Redis server shared by any number of connections: see the
 /// [module docs](self). Cloning is cheap; clones are the same server.
 ///
-/// Create it inside a tokio runtime (its clock is tokio's).
+/// Create it inside the tokio runtime whose clock it follows.
 #[derive(Clone, Debug)]
 pub struct SimRedis(Arc<Mutex<Server>>);
 
 impl SimRedis {
-    /// A server with `config`, started now on tokio's clock.
-    ///
-    /// # Panics
-    ///
-    /// If tokio's clock cannot be read (outside a tokio runtime with paused
-    /// time, as `tokio::time::Instant::now`).
+    /// A server with `config`, started now on tokio's clock: create it inside
+    /// the runtime whose clock it is to follow (outside any runtime, tokio's
+    /// clock is the system's).
     pub fn new(config: SimRedisConfig) -> Self {
         Self(Arc::new(Mutex::new(Server {
             store: SimStore::new(),

@@ -220,11 +220,22 @@ impl ConnectionLike for TurmoilConnection {
         Box::pin(async move {
             let mut connection = match self.take() {
                 Some(c) => c,
-                None => connect(&self.addr).await?,
+                None => {
+                    let c = connect(&self.addr).await?;
+                    self.put(Some(c.clone()));
+                    c
+                }
             };
-            connection
+            let replies = connection
                 .req_packed_commands(pipeline, offset, count)
-                .await
+                .await;
+            if replies
+                .as_ref()
+                .is_err_and(|e| e.is_io_error() || e.is_unrecoverable_error())
+            {
+                self.put(None);
+            }
+            replies
         })
     }
 
