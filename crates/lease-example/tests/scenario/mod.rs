@@ -50,6 +50,10 @@ async fn connect(
 
 pub const L: Duration = Duration::from_millis(500);
 
+/// How long w1 stalls: long enough for another worker to take its tasks
+/// over and commit some of them, so that w1's late commit is fenced off.
+pub const STALL: Duration = Duration::from_millis(3000);
+
 /// A store that freezes one worker's commits during a window, as a process
 /// stall would (the commit waits, then lands with its old token).
 #[derive(Clone)]
@@ -115,8 +119,9 @@ async fn skips_drain<S, R>(
 }
 
 /// Three workers for 25 virtual seconds on one simulated Redis: w0 crashes
-/// at 6 s, w1 stalls (its connection and its commits) for 3 L at 11 s, Redis
-/// restarts at 16 s (down for L), then every worker is cancelled at 25 s.
+/// at 6 s, w1 stalls (its connection and its commits) for 6 L at 11 s, Redis
+/// restarts at 16 s (down for L), its clock steps 30 ms forward at 20 s,
+/// then every worker is cancelled at 25 s.
 /// Returns the task history as JSON lines and its verdict.
 pub async fn scenario(
     seed: u64,
@@ -142,7 +147,7 @@ pub async fn scenario(
         let store = Stalling {
             inner: store.clone(),
             from: if w == 1 { stall_at } else { t0 },
-            until: if w == 1 { stall_at + 3 * L } else { t0 },
+            until: if w == 1 { stall_at + STALL } else { t0 },
         };
         let recorder = recorder.clone();
         workers.push(tokio::spawn(async move {
@@ -158,11 +163,16 @@ pub async fn scenario(
     workers[0].abort();
     recorder.fault("crash", Some("w0".into()));
     sleep_until(stall_at).await;
-    redis.stall("w1", 3 * L);
-    recorder.fault("stall", Some("w1 for 3 L".into()));
+    redis.stall("w1", STALL);
+    recorder.fault("stall", Some("w1 for 6 L".into()));
     sleep_until(t0 + Duration::from_secs(16)).await;
     redis.restart(L);
     recorder.fault("restart", Some("down for L".into()));
+    // A forward step of the server's clock within the guarantee (below G/2,
+    // G = 0.15 L = 75 ms).
+    sleep_until(t0 + Duration::from_secs(20)).await;
+    redis.step_clock(30_000);
+    recorder.fault("clock-step", Some("+30 ms".into()));
     sleep_until(t0 + Duration::from_secs(25)).await;
     stop.cancel();
     for worker in workers.drain(1..) {
@@ -195,7 +205,7 @@ pub fn some_faults() -> RedisFaults {
 /// Redis speaking RESP, `lease_sim::turmoil::serve`), each worker a client
 /// host of its own reaching it over turmoil's TCP with a real redis-rs
 /// multiplexed connection (`TurmoilConnection`, which reconnects). w0's host
-/// crashes at 6 s; w1's link to Redis is held for 3 L at 11 s (and its
+/// crashes at 6 s; w1's link to Redis is held for 6 L at 11 s (and its
 /// commits stall); the Redis host crashes at 16 s and is bounced (restarted
 /// empty) L later; every worker is cancelled at 25 s.
 pub fn turmoil_scenario(seed: u64, which: Loop, faults: RedisFaults) -> (String, TaskSummary) {
@@ -231,7 +241,7 @@ pub fn turmoil_scenario(seed: u64, which: Loop, faults: RedisFaults) -> (String,
             let store = Stalling {
                 inner: store,
                 from: if w == 1 { stall_at } else { t0 },
-                until: if w == 1 { stall_at + 3 * L } else { t0 },
+                until: if w == 1 { stall_at + STALL } else { t0 },
             };
             let work_options = Work::default();
             match which {
@@ -261,8 +271,8 @@ pub fn turmoil_scenario(seed: u64, which: Loop, faults: RedisFaults) -> (String,
     fault(&sim, "crash", "w0");
     run_until(&mut sim, Duration::from_secs(11));
     sim.hold("w1", "redis");
-    fault(&sim, "stall", "w1 for 3 L");
-    run_until(&mut sim, Duration::from_secs(11) + 3 * L);
+    fault(&sim, "stall", "w1 for 6 L");
+    run_until(&mut sim, Duration::from_secs(11) + STALL);
     sim.release("w1", "redis");
     run_until(&mut sim, Duration::from_secs(16));
     sim.crash("redis");
