@@ -10,6 +10,10 @@
 //!   checks exclusivity and fencing, and measures coverage, stand-downs and
 //!   join-to-own delays. It knows the record format and nothing else: no
 //!   lease-core, no simulator, so it is an independent oracle.
+//! - [`work`] judges what a worker loop did with its leases: a
+//!   [`TaskRecorder`](work::TaskRecorder) the loop calls when it starts and
+//!   finishes each task, and [`check_tasks`](work::check_tasks) (no task
+//!   processed by two workers at once, no stale token accepted).
 //! - The [`timeline`] draws a history as an SVG picture of what the checker
 //!   judged.
 //! - [`tasks`] is the task universe of task-set histories (incremental
@@ -36,6 +40,7 @@ mod log;
 mod record;
 pub mod tasks;
 pub mod timeline;
+pub mod work;
 
 pub use checker::{Checker, Summary, check};
 pub use log::{History, HistoryError, HistoryWriter, read_history};

@@ -19,8 +19,23 @@
 //! The command-line runner of randomized runs is `lease sim` (crate
 //! `lease-cli`).
 //!
-//! Downstream projects use [`Sim`] to test their own worker logic against the
-//! protocol in virtual time; see `docs/testing-with-lease-sim.md`.
+//! # The simulated Redis behind the real clients
+//!
+//! With a client feature, the same store runs behind the real adapters, so a
+//! production worker loop on `lease_redis::discover` or `lease_fred::discover`
+//! runs unchanged in a deterministic test: `SimRedis` (feature `tokio`, which
+//! each client feature enables) is a server on tokio's clock with scripted
+//! faults, and each feature adds one way to reach it:
+//!
+//! - `redis-rs`: `SimRedis::connection`, a `redis::aio::ConnectionLike`;
+//! - `fred`: `SimRedis::fred_mocks`, a `fred::mocks::Mocks`;
+//! - `turmoil`: `lease_sim::turmoil::serve`, a Redis host speaking RESP on
+//!   turmoil's TCP, and redis-rs connections to it.
+//!
+//! `docs/testing-with-lease-sim.md` walks through the example crate
+//! `lease-example`, whose worker runs in all three and on a real Redis.
+//! Downstream projects can also use [`Sim`] to test their own worker logic
+//! against the state machine directly, without any async runtime.
 //!
 //! ```
 //! use std::time::Duration;
@@ -39,12 +54,31 @@
 //! ```
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "fred")]
+mod fred;
 mod net;
+#[cfg(feature = "redis-rs")]
+mod redis_rs;
 mod run;
+#[cfg(feature = "tokio")]
+pub mod server;
 mod store;
+/// The simulated Redis as a turmoil host (feature `turmoil`).
+#[cfg(feature = "turmoil")]
+pub mod turmoil {
+    pub use crate::turmoil_host::{TurmoilConnection, connect, serve, serve_on};
+}
+#[cfg(feature = "turmoil")]
+mod turmoil_host;
 mod world;
 
+#[cfg(feature = "fred")]
+pub use fred::FredMocks;
 pub use net::{LocalClock, Network};
+#[cfg(feature = "redis-rs")]
+pub use redis_rs::SimConnection;
 pub use run::{Faults, RunConfig, RunReport, random_run};
+#[cfg(feature = "tokio")]
+pub use server::{RedisFaults, ServerStats, SimRedis, SimRedisConfig};
 pub use store::{LeaveSabotage, Peek, SimStore, StoreError};
 pub use world::{Action, Clocks, Mishap, Observed, Sim, SimConfig, Stats, WorkerId};

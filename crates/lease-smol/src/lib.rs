@@ -62,6 +62,14 @@
 //! the worker stays counted in the interval it last registered in, so its
 //! slot goes unowned for up to about one interval, exactly as after a crash.
 //!
+//! # Time
+//!
+//! [`discover`] and [`discover_with`] run the worker on the system clock and
+//! smol's timer ([`SystemTime`]). [`discover_with_time`] takes a [`Time`] of
+//! your own (a clock and a timer on it): the worker reads only that clock,
+//! and every lease answers `is_valid()` on it, so a test with virtual or
+//! stepped time drives it.
+//!
 //! # Connections
 //!
 //! Any clonable [`redis::aio::ConnectionLike`]: a
@@ -91,6 +99,8 @@ mod cancel;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
 
 use futures::future::{AbortHandle, Abortable};
 use lease_core::Clock;
@@ -153,17 +163,75 @@ pub fn discover_with<C>(
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
+    discover_with_time(connection, options, spawn, SystemTime)
+}
+
+/// Like [`discover_with`], with the worker's clock and timer given: every
+/// instant the worker reads, every timer it sets and every lease's
+/// `is_valid()` are on `time`, so a test with a clock of its own (virtual,
+/// stepped, offset) drives the worker. [`discover`] and [`discover_with`]
+/// use [`SystemTime`].
+///
+/// ```
+/// use std::time::Instant;
+/// use lease_smol::{SystemTime, Time};
+///
+/// let before = Instant::now();
+/// assert!(SystemTime.now() >= before);
+/// ```
+pub fn discover_with_time<C, T>(
+    connection: C,
+    options: Options,
+    spawn: impl FnOnce(WorkerFuture),
+    time: T,
+) -> Result<Discover, OptionsError>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+    T: Time,
+{
     let token = options.token_or_random();
-    let (driver, stream) = Driver::new(&options.group, token, Clock::system(), "redis-rs/smol")?;
+    let time = Arc::new(time);
+    let now = time.clone();
+    let clock = Clock::new(move || now.now());
+    let (driver, stream) = Driver::new(&options.group, token, clock, "redis-rs/smol")?;
     let cancel = options.cancel.unwrap_or_default();
     let cancelled = async move { cancel.cancelled().await };
-    let run = driver.run(RedisRs(connection), smol::Timer::at, cancelled);
+    let sleep_until = move |at: Instant| time.sleep_until(at);
+    let run = driver.run(RedisRs(connection), sleep_until, cancelled);
     let (abort, registration) = AbortHandle::new_pair();
     let run = Abortable::new(run, registration);
     spawn(Box::pin(async move {
         let _aborted = run.await;
     }));
     Ok(stream.with_guard(AbortOnDrop(abort)))
+}
+
+/// The clock and timer a worker runs on ([`discover_with_time`]).
+pub trait Time: Send + Sync + 'static {
+    /// The current instant.
+    fn now(&self) -> Instant;
+
+    /// A future that completes at `at` on this clock (at once if `at` has
+    /// passed).
+    fn sleep_until(&self, at: Instant) -> impl Future<Output = ()> + Send + use<Self>;
+}
+
+/// The operating system's monotonic clock and smol's timer
+/// (`smol::Timer::at`): what [`discover`] and [`discover_with`] use.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemTime;
+
+impl Time for SystemTime {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn sleep_until(&self, at: Instant) -> impl Future<Output = ()> + Send + use<> {
+        let timer = smol::Timer::at(at);
+        async move {
+            timer.await;
+        }
+    }
 }
 
 /// The stream of one worker (see [`Assignment`]), returned by [`discover`]:
