@@ -44,4 +44,4 @@ pub mod work;
 
 pub use checker::{Checker, Summary, check};
 pub use log::{History, HistoryError, HistoryWriter, read_history};
-pub use record::{LeaveHow, Mapping, Part, Record, ReleaseReason};
+pub use record::{LeaveHow, Mapping, Part, Record, ReleaseReason, UnknownReleaseReason};

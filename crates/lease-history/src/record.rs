@@ -158,6 +158,29 @@ pub enum ReleaseReason {
     Refused,
 }
 
+impl std::str::FromStr for ReleaseReason {
+    type Err = UnknownReleaseReason;
+
+    /// The names of the history (`handed-over`, `expired`, `cancelled`,
+    /// `clock`, `refused`), and `server-clock` for `clock`, the name an
+    /// adapter's stand-down reason has.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "handed-over" => Self::HandedOver,
+            "expired" => Self::Expired,
+            "cancelled" => Self::Cancelled,
+            "clock" | "server-clock" => Self::Clock,
+            "refused" => Self::Refused,
+            other => return Err(UnknownReleaseReason(other.to_owned())),
+        })
+    }
+}
+
+/// A name that is not a [`ReleaseReason`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown release reason {0:?}")]
+pub struct UnknownReleaseReason(pub String);
+
 /// One line of a history.
 ///
 /// Serializes with the field order of DESIGN section 6 (`worker` first, then
@@ -461,6 +484,21 @@ impl fmt::Display for Record {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn release_reasons_parse_from_their_names_and_the_adapters_names() {
+        for (name, reason) in [
+            ("handed-over", ReleaseReason::HandedOver),
+            ("expired", ReleaseReason::Expired),
+            ("cancelled", ReleaseReason::Cancelled),
+            ("clock", ReleaseReason::Clock),
+            ("server-clock", ReleaseReason::Clock),
+            ("refused", ReleaseReason::Refused),
+        ] {
+            assert_eq!(name.parse::<ReleaseReason>(), Ok(reason));
+        }
+        assert!("started".parse::<ReleaseReason>().is_err());
+    }
+
     use super::*;
 
     #[test]

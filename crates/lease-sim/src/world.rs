@@ -717,8 +717,12 @@ impl Sim {
             Event::Assignment(Assignment::Idle(idle)) => {
                 if let Some(lease) = &idle.ended {
                     let at = self.true_of(self.workers[w.0].clock, idle.since).min(at_us);
-                    self.history
-                        .push(Record::release(w.to_string(), lease.i(), lease.n(), at));
+                    self.history.push(match idle.reason.as_str().parse() {
+                        Ok(reason) => {
+                            Record::release_because(w.to_string(), lease.i(), lease.n(), reason, at)
+                        }
+                        Err(_) => Record::release(w.to_string(), lease.i(), lease.n(), at),
+                    });
                     self.workers[w.0].held = None;
                 }
             }

@@ -75,6 +75,13 @@ fn run(mode: Mode, seed: u64) {
         }
     }
     assert!(taken.is_some(), "nobody took over after the group left");
+    // The group's workers stood down by cancellation: the history says so.
+    let cancelled = sim
+        .history()
+        .iter()
+        .filter(|r| r.to_line().contains("\"reason\":\"cancelled\""))
+        .count();
+    assert_eq!(cancelled, group.len(), "one cancelled release per worker");
     let summary = sim.check();
     // Fencing tokens are interval numbers: not comparable across interval
     // lengths (docs/protocol.md, rule 12), so only exclusivity is asked.

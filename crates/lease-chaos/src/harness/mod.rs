@@ -379,7 +379,7 @@ impl Harness {
                 } else {
                     at.min(lease.deadline())
                 };
-                self.release(&name, &lease, own_us, ended)?;
+                self.release(&name, &lease, own_us, ended, reason)?;
                 Ok(Some(Happened::Release {
                     id,
                     name,
@@ -393,16 +393,22 @@ impl Harness {
     }
 
     /// The release line of `lease` held since `own_us`, which ended at
-    /// `ended`.
+    /// `ended`, with the stand-down's reason when the stream gave one.
     fn release(
         &mut self,
         name: &str,
         lease: &Lease,
         own_us: u64,
         ended: Instant,
+        reason: Option<IdleReason>,
     ) -> Result<(), HarnessError> {
         let at_us = self.us(ended).max(own_us);
-        self.record(Record::release(name, lease.i(), lease.n(), at_us))
+        let (i, n) = (lease.i(), lease.n());
+        let record = match reason.and_then(|r| r.as_str().parse().ok()) {
+            Some(reason) => Record::release_because(name, i, n, reason, at_us),
+            None => Record::release(name, i, n, at_us),
+        };
+        self.record(record)
     }
 
     /// Worker `id` ended at `at`: its lease (if any) ends then, at the
@@ -419,7 +425,7 @@ impl Harness {
         w.gone = true;
         let (name, held) = (w.name.clone(), w.held.take());
         if let Some((lease, own_us)) = held {
-            self.release(&name, &lease, own_us, at.min(lease.deadline()))?;
+            self.release(&name, &lease, own_us, at.min(lease.deadline()), None)?;
         }
         let at_us = self.us(at);
         self.record(Record::leave(&name, how, at_us))?;
