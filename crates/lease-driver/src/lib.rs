@@ -588,32 +588,12 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    /// Answers `NOSCRIPT` to `EVALSHA` and a counted reply to `EVAL`.
-    struct Flushed(Mutex<Vec<String>>);
+    /// Answers `NOSCRIPT` to `EVALSHA` and a counted reply to `EVAL`,
+    /// logging every command it runs.
+    #[derive(Default)]
+    struct Flushed(Arc<Mutex<Vec<String>>>);
 
     impl Connection for Flushed {
-        type Error = &'static str;
-
-        async fn run(&self, command: Command<'_>) -> Result<Option<Vec<i64>>, &'static str> {
-            let line: Vec<&str> = std::iter::once(command.verb.as_str())
-                .chain(command.arguments())
-                .collect();
-            self.0.lock().unwrap().push(line.join(" "));
-            match command.verb {
-                Verb::EvalSha => Err("NOSCRIPT"),
-                Verb::Eval => Ok(Some(vec![0, 10, 3, 1500])),
-            }
-        }
-
-        fn is_noscript(error: &&'static str) -> bool {
-            *error == "NOSCRIPT"
-        }
-    }
-
-    /// [`Flushed`], with the log shared.
-    struct Logged(Arc<Mutex<Vec<String>>>);
-
-    impl Connection for Logged {
         type Error = &'static str;
 
         async fn run(&self, command: Command<'_>) -> Result<Option<Vec<i64>>, &'static str> {
@@ -661,7 +641,7 @@ mod tests {
 
     /// Runs `driver` to its end in virtual time, against a flushed cache.
     fn run_virtual(driver: Driver, runtime: &Virtual, cancelled: impl Future) {
-        let conn = Flushed(Mutex::default());
+        let conn = Flushed::default();
         block_on(driver.run(conn, |at| runtime.sleep_until(at), cancelled));
     }
 
@@ -686,10 +666,10 @@ mod tests {
         let (mut driver, _stream) = driver(&runtime);
         driver.worker.handle_timeout(t0);
         let request = driver.poll_request(t0).expect("due at once");
-        let conn = Flushed(Mutex::default());
+        let conn = Flushed::default();
         let reply = block_on(request.send(&conn));
         assert_eq!(reply, Ok(Some(vec![0, 10, 3, 1500])));
-        let sent = conn.0.into_inner().unwrap();
+        let sent = conn.0.lock().unwrap().clone();
         assert_eq!(sent.len(), 2);
         let sha = Script::for_mode(lease_core::Mode::Ranked).sha1();
         assert!(sent[0].starts_with(&format!("EVALSHA {sha} 3 {{g}}:1 {{g}}:0 {{g}}:rules 300 ")));
@@ -736,7 +716,7 @@ mod tests {
         let (driver, mut stream) =
             Driver::new(&options, Token::seeded(1, 7), clock, "test").unwrap();
         let log = Arc::new(Mutex::new(Vec::new()));
-        let conn = Logged(log.clone());
+        let conn = Flushed(log.clone());
         block_on(driver.run(conn, |at| runtime.sleep_until(at), std::future::ready(())));
         let sent = log.lock().unwrap().clone();
         let leave = Script::leave().sha1();

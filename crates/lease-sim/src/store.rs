@@ -123,11 +123,7 @@ impl SimStore {
         args: &[String],
     ) -> Result<Vec<i64>, StoreError> {
         self.executed += 1;
-        let arg = |i: usize, what: &'static str| -> Result<i64, StoreError> {
-            args.get(i)
-                .and_then(|a| a.parse::<i64>().ok())
-                .ok_or(StoreError::BadArguments(what))
-        };
+        let arg = |i: usize, what: &'static str| int_arg(args, i, what);
         let interval_ms = arg(0, "interval")?;
         let c = arg(1, "believed interval")?;
         if interval_ms <= 0 {
@@ -208,11 +204,7 @@ impl SimStore {
         args: &[String],
     ) -> Result<Vec<i64>, StoreError> {
         self.executed += 1;
-        let arg = |i: usize, what: &'static str| -> Result<i64, StoreError> {
-            args.get(i)
-                .and_then(|a| a.parse::<i64>().ok())
-                .ok_or(StoreError::BadArguments(what))
-        };
+        let arg = |i: usize, what: &'static str| int_arg(args, i, what);
         let interval_ms = arg(0, "interval")?;
         let ttl_ms = arg(1, "ttl")?;
         let expected = arg(2, "expected interval")?;
@@ -419,6 +411,13 @@ fn recorded_fields(record: &str) -> [i64; 4] {
         _ => -1,
     };
     [v, l, code(m), code(p)]
+}
+
+/// Argument `i` of a script as an integer, or what it should have been.
+fn int_arg(args: &[String], i: usize, what: &'static str) -> Result<i64, StoreError> {
+    args.get(i)
+        .and_then(|a| a.parse::<i64>().ok())
+        .ok_or(StoreError::BadArguments(what))
 }
 
 /// A key's content, as [`SimStore::peek`] shows it.

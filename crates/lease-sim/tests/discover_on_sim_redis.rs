@@ -3,20 +3,15 @@
 //! stall and a restart; what their loops received is judged by
 //! `lease_history::check` (exclusivity, fencing, coverage).
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt as _;
-use lease_history::{LeaveHow, Record, check};
-use lease_redis::{Assignment, CancellationToken, GroupOptions, Options, Token, discover};
+use lease_redis::{CancellationToken, GroupOptions, Options, Token, discover};
 use lease_sim::{RedisFaults, SimRedis, SimRedisConfig};
-use tokio::time::{Instant, sleep_until};
+use tokio::time::Instant;
 
-const L: Duration = Duration::from_millis(500);
+mod scripted;
 
-fn micros(t0: Instant, at: std::time::Instant) -> u64 {
-    at.saturating_duration_since(t0.into_std()).as_micros() as u64
-}
+use scripted::{History, L, play, record};
 
 #[tokio::test(start_paused = true)]
 async fn three_discover_workers_with_a_crash_a_stall_and_a_restart() {
@@ -29,7 +24,7 @@ async fn three_discover_workers_with_a_crash_a_stall_and_a_restart() {
         duplicates: 0.02,
     };
     let redis = SimRedis::new(SimRedisConfig::new(3).with_faults(faults));
-    let history = Arc::new(Mutex::new(Vec::new()));
+    let history = History::default();
     let stop = CancellationToken::new();
     let mut workers = Vec::new();
     for w in 0..3u64 {
@@ -37,50 +32,10 @@ async fn three_discover_workers_with_a_crash_a_stall_and_a_restart() {
         let options = Options::from(GroupOptions::new("g", L))
             .with_cancel(stop.clone())
             .with_token(Token::seeded(3, w));
-        let mut stream = discover(redis.connection(&name), options).unwrap();
-        let history = history.clone();
-        history.lock().unwrap().push(Record::join(&name, 0));
-        workers.push(tokio::spawn(async move {
-            while let Some(assignment) = stream.next().await {
-                let mut h = history.lock().unwrap();
-                let now = micros(t0, tokio::time::Instant::now().into_std());
-                match assignment {
-                    Assignment::Held(l) => h.push(Record::own(&name, l.i(), l.n(), l.token(), now)),
-                    Assignment::Idle(idle) => {
-                        if let Some(l) = idle.ended {
-                            h.push(Record::release(&name, l.i(), l.n(), micros(t0, idle.since)));
-                        }
-                    }
-                }
-            }
-        }));
+        let stream = discover(redis.connection(&name), options).unwrap();
+        workers.push(record(name, stream, &history, t0));
     }
-    let at = |s: u64| t0 + Duration::from_secs(s);
-    sleep_until(at(6)).await;
-    workers[0].abort();
-    history
-        .lock()
-        .unwrap()
-        .push(Record::leave("w0", LeaveHow::Crash, 6_000_000));
-    sleep_until(at(11)).await;
-    redis.stall("w1", 3 * L);
-    history
-        .lock()
-        .unwrap()
-        .push(Record::fault("stall", 11_000_000));
-    sleep_until(at(16)).await;
-    redis.restart(L);
-    history
-        .lock()
-        .unwrap()
-        .push(Record::fault("restart", 16_000_000));
-    sleep_until(at(25)).await;
-    stop.cancel();
-    for worker in workers.drain(1..) {
-        worker.await.unwrap();
-    }
-    let records = history.lock().unwrap().clone();
-    let summary = check(&records, Some(25_000_000));
+    let summary = play(t0, &redis, workers, &history, || stop.cancel()).await;
     assert!(summary.is_ok(), "{summary}");
     // The group served most of the run despite the faults.
     assert!(summary.coverage.fraction() > 0.6, "{summary}");
