@@ -120,6 +120,12 @@ pub struct Options {
     /// (research `bad-overdrain`): the simulator's checker must catch it.
     #[doc(hidden)]
     pub sabotage_overdrain_past_deadline: bool,
+    /// **Test only: breaks exclusivity.** After a backward step of the
+    /// server clock, grants from the very next agreeing replies, over
+    /// intervals that may have been reopened, as before rule 10's fence. The
+    /// negative control of that fence: the simulator's checker must catch it.
+    #[doc(hidden)]
+    pub sabotage_grant_over_reopened_intervals: bool,
 }
 
 impl Options {
@@ -136,6 +142,7 @@ impl Options {
             drain_budget: None,
             graceful_leave: false,
             sabotage_overdrain_past_deadline: false,
+            sabotage_grant_over_reopened_intervals: false,
         }
     }
 

@@ -146,6 +146,8 @@ struct Config {
     drain_budget: i64,
     /// The negative control of rule 14: keep past the deadline instead.
     sabotage_overdrain: bool,
+    /// The negative control of the reopened-interval fence (rule 10).
+    sabotage_reopened: bool,
     /// Rule 16: leave gracefully on cancellation.
     graceful_leave: bool,
 }
@@ -171,6 +173,7 @@ impl Config {
             rules: GroupRules::of(o),
             drain_budget: i64::try_from(o.effective_drain_budget().as_micros()).unwrap_or(i64::MAX),
             sabotage_overdrain: o.sabotage_overdrain_past_deadline,
+            sabotage_reopened: o.sabotage_grant_over_reopened_intervals,
             graceful_leave: o.graceful_leave,
         })
     }
@@ -1007,10 +1010,11 @@ impl Worker {
             .and_then(|(_, s)| s);
         // Rule 10: after a backward step, only closed intervals newer than
         // every interval seen before it may certify a lease.
-        let fresh = self
-            .history
-            .reopened_through
-            .is_none_or(|fence| k >= fence.saturating_add(3));
+        let fresh = self.cfg.sabotage_reopened
+            || self
+                .history
+                .reopened_through
+                .is_none_or(|fence| k >= fence.saturating_add(3));
         let agreed = implied.is_some() && implied == before && fresh;
         match implied {
             None => diag::no_pair_implied(&self.cfg.name, before),

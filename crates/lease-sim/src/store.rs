@@ -70,6 +70,8 @@ pub struct SimStore {
     /// Test only: fillers take their rank among the fillers as position,
     /// ignoring the keepers' (the negative control of rule 15).
     sabotage_positions: bool,
+    /// The rules record is not checked (the negative control of rule 12).
+    sabotage_rules: bool,
 }
 
 impl SimStore {
@@ -105,6 +107,13 @@ impl SimStore {
     /// with a keeper (the negative control of rule 15).
     pub fn sabotage_positions(&mut self, on: bool) {
         self.sabotage_positions = on;
+    }
+
+    /// **Test only: breaks exclusivity.** With `true`, the scripts neither
+    /// check nor write the group's rules record (rule 12), as before the
+    /// record existed: workers with other rules count themselves alone.
+    pub fn sabotage_rules(&mut self, on: bool) {
+        self.sabotage_rules = on;
     }
 
     /// Leave requests that removed a token from a closed set (only a
@@ -219,7 +228,7 @@ impl SimStore {
         // The group's rules (rule 12): checked before anything is written.
         self.expire(keys[2], now_us);
         match self.keys.get(keys[2]).map(|e| &e.value) {
-            Some(Value::Text(recorded)) if recorded != rules => {
+            Some(Value::Text(recorded)) if recorded != rules && !self.sabotage_rules => {
                 let mut reply = vec![2, k, sec, usec];
                 reply.extend(recorded_fields(recorded));
                 return Ok(reply);

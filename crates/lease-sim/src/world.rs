@@ -334,6 +334,13 @@ impl Sim {
         self.store.sabotage_positions(on);
     }
 
+    /// **Test only: breaks exclusivity.** The group's rules record is no
+    /// longer checked (the negative control of rule 12; see
+    /// [`SimStore::sabotage_rules`]).
+    pub fn sabotage_rules(&mut self, on: bool) {
+        self.store.sabotage_rules(on);
+    }
+
     /// **Test only: breaks exclusivity.** Runs a wrong leave script from now
     /// on (the negative controls of rule 16), or the right one with `None`.
     pub fn sabotage_leave(&mut self, sabotage: Option<crate::store::LeaveSabotage>) {

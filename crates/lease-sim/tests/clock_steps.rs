@@ -35,8 +35,9 @@ fn firing_offset(sim: &Sim, w: WorkerId) -> f64 {
 
 /// Builds the counterexample with `seed`; `None` if this seed's firing
 /// order leaves no room for it (A must answer before W retries).
-fn counterexample(seed: u64) -> Option<Sim> {
-    let options = Options::new("g", L).with_mode(Mode::Ranked);
+fn counterexample(seed: u64, sabotage: bool) -> Option<Sim> {
+    let mut options = Options::new("g", L).with_mode(Mode::Ranked);
+    options.sabotage_grant_over_reopened_intervals = sabotage;
     let mut cfg = SimConfig::new(seed, options);
     cfg.network = Network::ideal(L);
     cfg.clocks = Clocks {
@@ -91,7 +92,7 @@ fn counterexample(seed: u64) -> Option<Sim> {
 fn after_a_backward_step_no_agreement_is_seeded_over_reopened_intervals() {
     let mut built = 0;
     for seed in 0..40 {
-        let Some(sim) = counterexample(seed) else {
+        let Some(sim) = counterexample(seed, false) else {
             continue;
         };
         built += 1;
@@ -103,4 +104,15 @@ fn after_a_backward_step_no_agreement_is_seeded_over_reopened_intervals() {
         assert_eq!(summary.anomaly_count, 0, "seed {seed}: {summary}");
     }
     assert!(built >= 5, "the construction fits only {built} of 40 seeds");
+}
+
+/// The negative control: the same constructions with the fence switched
+/// off (`sabotage_grant_over_reopened_intervals`) are caught by the checker.
+#[test]
+fn without_the_fence_the_checker_catches_the_counterexample() {
+    let caught = (0..40)
+        .filter_map(|seed| counterexample(seed, true))
+        .filter(|sim| sim.check().violation_count > 0)
+        .count();
+    assert!(caught >= 1, "no construction without the fence violated");
 }

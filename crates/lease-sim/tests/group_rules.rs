@@ -102,3 +102,25 @@ fn workers_with_other_rules_are_refused_in_arrival_mode() {
         run(Mode::Arrival, seed);
     }
 }
+
+/// The negative control: with the simulated scripts ignoring the rules
+/// record (`Sim::sabotage_rules`), the newcomer at `2L` counts itself alone
+/// beside the group, and the checker catches the overlap.
+#[test]
+fn without_the_record_the_checker_catches_the_split_brain() {
+    for mode in [Mode::Ranked, Mode::Arrival] {
+        let options = Options::new("g", L).with_mode(mode);
+        let mut sim = Sim::new(SimConfig::new(1, options)).expect("valid options");
+        sim.sabotage_rules(true);
+        for _ in 0..3 {
+            sim.join_now();
+        }
+        sim.run_for(L * 8);
+        let at = sim.now();
+        sim.schedule_join_with(at, Options::new("g", L * 2).with_mode(mode))
+            .expect("valid");
+        sim.run_for(L * 12);
+        let summary = sim.check();
+        assert!(summary.violation_count > 0, "{mode}: {summary}");
+    }
+}
