@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use crate::lease::Lease;
 use crate::rules::Refusal;
+use crate::tasks::Tasks;
 
 /// An output of [`crate::Worker::poll_event`].
 #[derive(Clone, Debug, PartialEq)]
@@ -30,6 +31,9 @@ pub enum Assignment {
     /// Hold this lease; check [`Lease::is_valid`] (or [`Lease::owns`]) before
     /// each task.
     Held(Lease),
+    /// Incremental handover (rule 13, [`crate::HandoverMode::Incremental`]):
+    /// hold this task set; check [`Tasks::owns`] before each task.
+    Tasks(Tasks),
 }
 
 impl Assignment {
@@ -37,7 +41,7 @@ impl Assignment {
     pub fn lease(&self) -> Option<&Lease> {
         match self {
             Assignment::Held(lease) => Some(lease),
-            Assignment::Idle(_) => None,
+            _ => None,
         }
     }
 
@@ -45,7 +49,25 @@ impl Assignment {
     pub fn into_lease(self) -> Option<Lease> {
         match self {
             Assignment::Held(lease) => Some(lease),
-            Assignment::Idle(_) => None,
+            _ => None,
+        }
+    }
+
+    /// The task set, if one is held (incremental handover).
+    pub fn tasks(&self) -> Option<&Tasks> {
+        match self {
+            Assignment::Tasks(tasks) => Some(tasks),
+            _ => None,
+        }
+    }
+
+    /// Whether task `id` is held now, whatever the handover mode: the
+    /// lease's or the task set's `owns`.
+    pub fn owns(&self, id: u64) -> bool {
+        match self {
+            Assignment::Held(lease) => lease.owns(id),
+            Assignment::Tasks(tasks) => tasks.owns(id),
+            Assignment::Idle(_) => false,
         }
     }
 
@@ -67,6 +89,16 @@ pub struct Idle {
     /// The lease that ended, if this idle value follows one (its pair and
     /// fencing token; it is no longer valid).
     pub ended: Option<Lease>,
+    /// The task set that ended, if this idle value follows one (incremental
+    /// handover; no part of it is valid any more).
+    pub ended_tasks: Option<Tasks>,
+}
+
+impl Idle {
+    /// Whether this idle value ends a holding (a lease or a task set).
+    pub fn ends_holding(&self) -> bool {
+        self.ended.is_some() || self.ended_tasks.is_some()
+    }
 }
 
 /// Why a worker holds nothing: the stand-down reasons a user tells apart,

@@ -49,6 +49,54 @@ impl std::str::FromStr for Mode {
     }
 }
 
+/// How a worker hands tasks over when the group changes (DESIGN section 3,
+/// rule 13).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum HandoverMode {
+    /// The original rule 5: a reply grants the whole pair `(i, n)` only when
+    /// the two newest closed intervals imply the same pair; the held value
+    /// is an [`crate::Assignment::Held`] lease.
+    #[default]
+    Whole,
+    /// Rule 13: a reply from `k` grants the task set `T(p(k-1)) ∩ T(p(k-2))`,
+    /// so tasks that stay with a worker through a change of the group stay
+    /// served. The held value is an [`crate::Assignment::Tasks`] task set
+    /// (with the tasks granted and released since the previous value), which
+    /// offers no pair to split tasks by. Needs [`Mode::Ranked`] and
+    /// [`Mapping::Consistent`]: with modulo a worker keeps only about
+    /// `1/(n+1)` of its tasks through a change, so it would buy nothing.
+    Incremental,
+}
+
+impl HandoverMode {
+    /// The name used on command lines and in reports: `whole` or
+    /// `incremental`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HandoverMode::Whole => "whole",
+            HandoverMode::Incremental => "incremental",
+        }
+    }
+}
+
+impl std::fmt::Display for HandoverMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for HandoverMode {
+    type Err = OptionsError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "whole" => Ok(HandoverMode::Whole),
+            "incremental" => Ok(HandoverMode::Incremental),
+            other => Err(OptionsError::UnknownHandover(other.to_owned())),
+        }
+    }
+}
+
 /// The longest accepted group name, in bytes.
 pub const MAX_NAME_LEN: usize = 200;
 /// The longest accepted key prefix, in bytes.
@@ -114,6 +162,26 @@ pub struct Options {
     /// idle value (reason [`crate::IdleReason::Cancelled`]) and ends. The
     /// survivors take over the departed's tasks about an interval sooner.
     pub graceful_leave: bool,
+    /// How tasks are handed over when the group changes (rule 13; default
+    /// [`HandoverMode::Whole`], the original). Workers of one group may mix
+    /// the two: a whole-pair grant is the incremental grant of two equal
+    /// pairs, so it is not one of the recorded group rules.
+    pub handover: HandoverMode,
+    /// **Test only: breaks exclusivity.** Anchors a lease's deadline at the
+    /// reply's arrival instead of the request's send (rule 6). The negative
+    /// control `bad-arrival` of rule 13: the simulator's checker must catch it.
+    #[doc(hidden)]
+    pub sabotage_deadline_from_arrival: bool,
+    /// **Test only: breaks exclusivity.** Incremental handover grants
+    /// `T(p(k-1))` alone instead of the intersection with `T(p(k-2))`. The
+    /// negative control `bad-k1only` of rule 13.
+    #[doc(hidden)]
+    pub sabotage_grant_newest_pair_only: bool,
+    /// **Test only: breaks exclusivity.** Takes `p(k-2)` from the previous
+    /// processed reply even when that reply was not from `k-1`. The negative
+    /// control `bad-skip` of rule 13.
+    #[doc(hidden)]
+    pub sabotage_pair_from_any_previous_reply: bool,
     /// **Test only: breaks exclusivity.** Keeps a lease that a later reply
     /// does not renew until half an interval *past* its deadline, instead of
     /// its deadline minus the drain budget. The negative control of rule 14
@@ -141,6 +209,10 @@ impl Options {
             mapping: Mapping::default(),
             drain_budget: None,
             graceful_leave: false,
+            handover: HandoverMode::Whole,
+            sabotage_deadline_from_arrival: false,
+            sabotage_grant_newest_pair_only: false,
+            sabotage_pair_from_any_previous_reply: false,
             sabotage_overdrain_past_deadline: false,
             sabotage_grant_over_reopened_intervals: false,
         }
@@ -184,6 +256,26 @@ impl Options {
         self
     }
 
+    /// Sets the handover mode (rule 13; see [`Options::handover`]).
+    /// Incremental handover needs [`Mode::Ranked`] and
+    /// [`Mapping::Consistent`]:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lease_core::{HandoverMode, Options};
+    /// use lease_core::ownership::Mapping;
+    ///
+    /// let options = Options::new("g", Duration::from_secs(2))
+    ///     .with_mapping(Mapping::Consistent)
+    ///     .with_handover(HandoverMode::Incremental);
+    /// assert!(options.validate().is_ok());
+    /// assert!(options.with_mapping(Mapping::Modulo).validate().is_err());
+    /// ```
+    pub fn with_handover(mut self, handover: HandoverMode) -> Self {
+        self.handover = handover;
+        self
+    }
+
     /// The gap `G = g·L`.
     /// Rounded to the microsecond, as the state machine uses it.
     pub fn gap_duration(&self) -> Duration {
@@ -218,6 +310,14 @@ impl Options {
         }
         if self.graceful_leave && self.mode == Mode::Arrival {
             return Err(OptionsError::GracefulLeaveNeedsRanked);
+        }
+        if self.handover == HandoverMode::Incremental {
+            if self.mode == Mode::Arrival {
+                return Err(OptionsError::IncrementalNeedsRanked);
+            }
+            if self.mapping != Mapping::Consistent {
+                return Err(OptionsError::IncrementalNeedsConsistent);
+            }
         }
         Ok(())
     }
@@ -347,6 +447,21 @@ pub enum OptionsError {
     /// cannot take a worker out.
     #[error("graceful leave needs the ranked mode: an arrival count cannot take a worker out")]
     GracefulLeaveNeedsRanked,
+    /// Incremental handover was asked for in `Arrival` mode, which stays
+    /// exactly the original.
+    #[error(
+        "incremental handover needs the ranked mode: the arrival mode stays exactly the original"
+    )]
+    IncrementalNeedsRanked,
+    /// Incremental handover was asked for with the modulo mapping, under
+    /// which a worker keeps only about `1/(n+1)` of its tasks through a change.
+    #[error(
+        "incremental handover needs the consistent mapping: under modulo a worker keeps only about 1/(n+1) of its tasks through a change"
+    )]
+    IncrementalNeedsConsistent,
+    /// A handover name that is neither `whole` nor `incremental`.
+    #[error("unknown handover mode {0:?}; use \"whole\" or \"incremental\"")]
+    UnknownHandover(String),
     /// A mapping name that is neither `modulo` nor `consistent`.
     #[error("unknown task mapping {0:?}; use \"modulo\" or \"consistent\"")]
     UnknownMapping(String),

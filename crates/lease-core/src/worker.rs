@@ -14,7 +14,8 @@ use crate::clock::{RttEstimate, SkewCheck, SkewEstimate};
 use crate::diag;
 use crate::event::{Assignment, Event, Idle, IdleReason};
 use crate::lease::{Clock, Lease, LocalClock};
-use crate::options::{Mode, Options, OptionsError};
+use crate::options::{HandoverMode, Mode, Options, OptionsError};
+use crate::tasks::{Part, TaskLease, Tasks};
 use crate::ownership::{Mapping, Slot, id_hash};
 use crate::reply::{Counted, Reply, ReplyError};
 use crate::rules::{GroupRules, Refusal};
@@ -150,6 +151,13 @@ struct Config {
     sabotage_reopened: bool,
     /// Rule 16: leave gracefully on cancellation.
     graceful_leave: bool,
+    /// Rule 13: whole pairs or task sets.
+    handover: HandoverMode,
+    /// Negative controls of rule 13 (research `bad-arrival`, `bad-k1only`,
+    /// `bad-skip`).
+    sabotage_arrival: bool,
+    sabotage_k1only: bool,
+    sabotage_skip: bool,
 }
 
 impl Config {
@@ -175,6 +183,10 @@ impl Config {
             sabotage_overdrain: o.sabotage_overdrain_past_deadline,
             sabotage_reopened: o.sabotage_grant_over_reopened_intervals,
             graceful_leave: o.graceful_leave,
+            handover: o.handover,
+            sabotage_arrival: o.sabotage_deadline_from_arrival,
+            sabotage_k1only: o.sabotage_grant_newest_pair_only,
+            sabotage_skip: o.sabotage_pair_from_any_previous_reply,
         })
     }
 }
@@ -237,6 +249,23 @@ struct Leaving {
     in_flight: Option<Pending>,
     /// No leave request will be sent or awaited any more.
     done: bool,
+}
+
+/// One part an incremental worker holds (rule 13), with its drain (rule 14).
+#[derive(Clone, Debug)]
+struct HeldPart {
+    lease: TaskLease,
+    /// Kept, not renewed: released at this local instant (its deadline
+    /// minus the drain budget).
+    drain_until: Option<i64>,
+}
+
+impl HeldPart {
+    /// The local instant the part ends, unless renewed.
+    fn end(&self) -> i64 {
+        let deadline = self.lease.inner().deadline_micros();
+        self.drain_until.map_or(deadline, |d| d.min(deadline))
+    }
 }
 
 /// When to send next.
@@ -307,6 +336,12 @@ pub struct Worker {
     /// Rule 14: the lease in force is kept, not renewed, and is released at
     /// this local instant (its deadline minus the drain budget).
     drain_until: Option<i64>,
+    /// Rule 13: the parts an incremental worker holds, oldest grant first.
+    parts: Vec<HeldPart>,
+    /// The parts of the last task-set value handed out, for its deltas.
+    emitted: Vec<Part>,
+    /// The last task-set value handed out, while it holds something.
+    tasks_value: Option<Tasks>,
     /// Rule 16: cancelled with graceful leave, not stopped yet.
     leaving: Option<Leaving>,
     schedule: Schedule,
@@ -334,6 +369,7 @@ impl Worker {
             reason: IdleReason::Started,
             since: now,
             ended: None,
+            ended_tasks: None,
         })));
         let mut keys = [
             String::with_capacity(64),
@@ -357,6 +393,9 @@ impl Worker {
             lease: None,
             lease_interval: 0,
             drain_until: None,
+            parts: Vec::new(),
+            emitted: Vec::new(),
+            tasks_value: None,
             leaving: None,
             schedule: Schedule {
                 fire_at: Some(0),
@@ -428,6 +467,19 @@ impl Worker {
         self.lease.as_ref().filter(|l| l.is_valid_at(now))
     }
 
+    /// The task set in force at `now` (incremental handover), if any part
+    /// of it is valid then.
+    pub fn tasks_at(&self, now: Instant) -> Option<&Tasks> {
+        self.tasks_value
+            .as_ref()
+            .filter(|t| t.leases().iter().any(|l| l.is_valid_at(now)))
+    }
+
+    /// The handover mode (rule 13).
+    pub fn handover(&self) -> HandoverMode {
+        self.cfg.handover
+    }
+
     /// Whether this worker holds slot 0, the group's exclusive leader, at `now`.
     pub fn is_leader(&self, now: Instant) -> bool {
         self.lease_at(now).is_some_and(Lease::is_leader)
@@ -494,6 +546,7 @@ impl Worker {
             self.lease.as_ref().map(Lease::deadline_micros),
             self.drain_until,
             leave,
+            self.parts.iter().map(HeldPart::end).min(),
         ]
         .into_iter()
         .flatten()
@@ -671,6 +724,7 @@ impl Worker {
         self.ready = None;
         self.schedule.fire_at = None;
         self.leaving = Some(Leaving::default());
+        self.drain_parts(now);
         if let Some(deadline) = self.lease.as_ref().map(Lease::deadline_micros) {
             let until = if self.cfg.sabotage_overdrain {
                 let past = deadline.saturating_add(self.cfg.l / 2);
@@ -773,7 +827,7 @@ impl Worker {
         let Some(leaving) = self.leaving else {
             return;
         };
-        if self.stopped || self.lease.is_some() {
+        if self.stopped || self.lease.is_some() || !self.parts.is_empty() {
             return;
         }
         if !leaving.done && (leaving.in_flight.is_some() || self.ready.is_some()) {
@@ -796,6 +850,7 @@ impl Worker {
     /// Rule 7, timers first: a lease past its deadline ends at its deadline,
     /// whenever the worker notices. Memory is kept.
     fn expire(&mut self, now: i64) {
+        self.expire_parts(now);
         let Some(deadline) = self.lease.as_ref().map(Lease::deadline_micros) else {
             return;
         };
@@ -824,6 +879,15 @@ impl Worker {
     /// and hands the idle value with `reason` to the stream. Returns whether
     /// a lease was held.
     fn release(&mut self, at: i64, reason: IdleReason) -> bool {
+        if !self.parts.is_empty() {
+            for p in &self.parts {
+                p.lease.inner().end_at(at);
+            }
+            let since = self.parts.iter().map(HeldPart::end).max().unwrap_or(at).min(at);
+            self.parts.clear();
+            self.idle_after_tasks(since, reason);
+            return true;
+        }
         self.drain_until = None;
         let Some(lease) = self.lease.take() else {
             return false;
@@ -836,6 +900,7 @@ impl Worker {
                 reason,
                 since: self.clock.instant(at),
                 ended: Some(lease),
+                ended_tasks: None,
             })));
         true
     }
@@ -846,6 +911,10 @@ impl Worker {
     /// deadline) and releases it at its deadline minus the drain budget, or
     /// at once if that instant has passed.
     fn hand_over(&mut self, now: i64) {
+        if self.cfg.handover == HandoverMode::Incremental {
+            self.drain_parts(now);
+            return;
+        }
         let Some(deadline) = self.lease.as_ref().map(Lease::deadline_micros) else {
             return;
         };
@@ -975,6 +1044,7 @@ impl Worker {
                         reason,
                         since: self.clock.instant(now),
                         ended: None,
+                        ended_tasks: None,
                     })));
             }
             self.refused = Some(refusal);
@@ -1006,7 +1076,7 @@ impl Worker {
         let before = self
             .memory
             .previous
-            .filter(|(pk, _)| pk + 1 == k)
+            .filter(|(pk, _)| pk + 1 == k || self.cfg.sabotage_skip)
             .and_then(|(_, s)| s);
         // Rule 10: after a backward step, only closed intervals newer than
         // every interval seen before it may certify a lease.
@@ -1030,7 +1100,69 @@ impl Worker {
             let n = c.count.unwrap_or(0).max(x.saturating_add(1));
             self.memory.arrival_phase = Some((f64::from(x) + 0.5) / f64::from(n));
         }
-        let deadline = self.lease_deadline(req.sent_at, k, server);
+        // Rule 6: anchored at the send (the negative control: at the arrival).
+        let anchor = if self.cfg.sabotage_arrival {
+            now
+        } else {
+            req.sent_at
+        };
+        let deadline = self.lease_deadline(anchor, k, server);
+        if self.cfg.handover == HandoverMode::Incremental {
+            let grant = if fresh {
+                rule_13_grant(
+                    implied,
+                    before,
+                    self.cfg.mapping,
+                    self.cfg.sabotage_k1only,
+                )
+            } else {
+                None
+            };
+            self.on_incremental_grant(now, grant, k, deadline);
+        } else {
+            self.on_whole_pair(now, implied, agreed, k, deadline);
+        }
+        self.memory.previous = Some((k, implied));
+        self.memory.newest = Some((k, now));
+        if implied.is_some() {
+            self.memory.last_slot = implied;
+        }
+        // Replies to older hedged requests would say nothing new.
+        self.pending.retain(|p| p.interval > k);
+
+        let fire = self.local_of(self.fire_server(k + 1));
+        self.schedule.target = Some(k + 1);
+        self.schedule.fire_at = Some(fire);
+        let lease_left = self
+            .lease
+            .as_ref()
+            .map(Lease::deadline_micros)
+            .or_else(|| self.parts.iter().map(HeldPart::end).max())
+            .map_or(0, |d| d - now);
+        diag::registration_completed(
+            &self.cfg.name,
+            k,
+            c.position,
+            c.count,
+            self.skew.offset().unwrap_or(0),
+        );
+        diag::next_registration_scheduled(
+            &self.cfg.name,
+            micros_to_duration(fire - now),
+            micros_to_duration(lease_left),
+        );
+    }
+
+    /// Rule 5 (whole pairs): grant or renew the pair when both closed
+    /// intervals agree, else hand over.
+    fn on_whole_pair(
+        &mut self,
+        now: i64,
+        implied: Option<Slot>,
+        agreed: bool,
+        k: u64,
+        deadline: i64,
+    ) {
         match (implied, agreed) {
             (Some(slot), true) if now < deadline => match &self.lease {
                 Some(l) if l.slot() == slot => {
@@ -1050,34 +1182,138 @@ impl Worker {
                 }
             },
             // Agreed, but the reply came after its own deadline: grants
-            // nothing; memory is still updated below.
+            // nothing; memory is still updated by the caller.
             (Some(_), true) => {}
             _ => self.hand_over(now),
         }
-        self.memory.previous = Some((k, implied));
-        self.memory.newest = Some((k, now));
-        if implied.is_some() {
-            self.memory.last_slot = implied;
-        }
-        // Replies to older hedged requests would say nothing new.
-        self.pending.retain(|p| p.interval > k);
+    }
 
-        let fire = self.local_of(self.fire_server(k + 1));
-        self.schedule.target = Some(k + 1);
-        self.schedule.fire_at = Some(fire);
-        let lease_left = self.lease.as_ref().map_or(0, |l| l.deadline_micros() - now);
-        diag::registration_completed(
-            &self.cfg.name,
-            k,
-            c.position,
-            c.count,
-            self.skew.offset().unwrap_or(0),
+    /// Rule 13 with rule 14 per part: the reply from `k` grants `grant`
+    /// (if any) until `deadline`, renewing the part if it is already held;
+    /// every other part is kept until its deadline minus the drain budget.
+    fn on_incremental_grant(&mut self, now: i64, grant: Option<Part>, k: u64, deadline: i64) {
+        let grant = grant.filter(|_| now < deadline);
+        let mut added = false;
+        if let Some(part) = grant {
+            match self.parts.iter_mut().find(|p| p.lease.part() == part) {
+                Some(held) => {
+                    held.lease.inner().extend_to(deadline);
+                    held.drain_until = None;
+                }
+                None => {
+                    let inner = Lease::new(
+                        part.newer(),
+                        k,
+                        self.cfg.mapping,
+                        self.clock,
+                        self.now_clock.clone(),
+                        deadline,
+                    );
+                    diag::lease_granted(&self.cfg.name, part.newer());
+                    self.parts.push(HeldPart {
+                        lease: TaskLease::new(part, inner),
+                        drain_until: None,
+                    });
+                    added = true;
+                }
+            }
+            self.lease_interval = k;
+        }
+        // Rule 14, per part: what this reply did not renew is kept.
+        let budget = self.cfg.drain_budget;
+        let overdrain = self.cfg.sabotage_overdrain;
+        let half = self.cfg.l / 2;
+        for held in &mut self.parts {
+            if Some(held.lease.part()) == grant || held.drain_until.is_some() {
+                continue;
+            }
+            let deadline = held.lease.inner().deadline_micros();
+            held.drain_until = Some(if overdrain {
+                let past = deadline.saturating_add(half);
+                held.lease.inner().extend_to(past);
+                past
+            } else {
+                deadline.saturating_sub(budget)
+            });
+        }
+        // A kept part whose drain has already ended goes now.
+        self.expire_parts(now);
+        if added {
+            self.emit_tasks(now);
+        }
+    }
+
+    /// Rule 14 for every part held: keep it until its deadline minus the
+    /// drain budget (rule 16 on a graceful leave).
+    fn drain_parts(&mut self, now: i64) {
+        self.on_incremental_grant(now, None, self.lease_interval, i64::MIN);
+    }
+
+    /// Rules 7 and 14 for parts: every part whose end (deadline, or drain)
+    /// has passed ends at that instant; one value per distinct instant, in
+    /// order, so a stalled worker's history says when each one ended.
+    fn expire_parts(&mut self, now: i64) {
+        while let Some(end) = self.parts.iter().map(HeldPart::end).min() {
+            if end > now {
+                break;
+            }
+            let mut drained = false;
+            self.parts.retain(|p| {
+                if p.end() == end {
+                    drained |= p
+                        .drain_until
+                        .is_some_and(|d| d <= p.lease.inner().deadline_micros());
+                    p.lease.inner().end_at(end);
+                    false
+                } else {
+                    true
+                }
+            });
+            if self.parts.is_empty() {
+                let reason = if self.leaving.is_some() {
+                    IdleReason::Cancelled
+                } else if drained {
+                    IdleReason::HandedOver
+                } else {
+                    IdleReason::Expired
+                };
+                self.idle_after_tasks(end, reason);
+            } else {
+                self.emit_tasks(end);
+            }
+        }
+    }
+
+    /// Hands the task set held now to the stream, with its deltas.
+    fn emit_tasks(&mut self, since: i64) {
+        let leases: Vec<TaskLease> = self.parts.iter().map(|p| p.lease.clone()).collect();
+        let tasks = Tasks::new(
+            leases,
+            &self.emitted,
+            self.cfg.mapping,
+            self.clock.instant(since),
         );
-        diag::next_registration_scheduled(
-            &self.cfg.name,
-            micros_to_duration(fire - now),
-            micros_to_duration(lease_left),
-        );
+        self.emitted = self.parts.iter().map(|p| p.lease.part()).collect();
+        self.events
+            .push_back(Event::Assignment(Assignment::Tasks(tasks.clone())));
+        self.tasks_value = Some(tasks);
+    }
+
+    /// The last part ended at `since`: the idle value, with the task set
+    /// that ended.
+    fn idle_after_tasks(&mut self, since: i64, reason: IdleReason) {
+        self.emitted.clear();
+        let ended = self.tasks_value.take();
+        if let Some(t) = ended.as_ref().and_then(Tasks::newest) {
+            diag::lease_released(&self.cfg.name, t.part().newer(), reason.as_str());
+        }
+        self.events
+            .push_back(Event::Assignment(Assignment::Idle(Idle {
+                reason,
+                since: self.clock.instant(since),
+                ended: None,
+                ended_tasks: ended,
+            })));
     }
 
     /// Rule 4: the pair implied by the closed interval `k-1`, if this worker
@@ -1292,6 +1528,33 @@ impl Drop for Worker {
             diag::discover_stopped(&self.cfg.name, diag::StopReason::Closed);
         }
     }
+}
+
+/// Rule 13, incremental handover (DESIGN section 3):
+///
+/// > A reply from interval `k` grants the task set `T(p_{k-1}) ∩ T(p_{k-2})`,
+/// > where `p_x` is the pair implied by closed interval `x`, whenever both
+/// > are implied; when they are equal this is today's rule. Load-bearing:
+/// > the deadline stays anchored at the send; the set is the intersection,
+/// > never `T(p_{k-1})` alone; `p_{k-2}` comes from a reply to a
+/// > registration executed in `k-1`, never "the last two pairs this worker
+/// > knows".
+///
+/// `newer` is `p_{k-1}`, implied by this reply; `older` is `p_{k-2}`, implied
+/// by the worker's previous processed reply *if* that reply was from `k-1`
+/// (the caller filters it). An empty intersection holds nothing. The
+/// deadline is the caller's, anchored at the send. `k1only` is the negative
+/// control that grants `T(p_{k-1})` alone.
+fn rule_13_grant(
+    newer: Option<Slot>,
+    older: Option<Slot>,
+    mapping: Mapping,
+    k1only: bool,
+) -> Option<Part> {
+    let newer = newer?;
+    let older = if k1only { newer } else { older? };
+    let part = Part::new(newer, older);
+    (!part.is_empty(mapping)).then_some(part)
 }
 
 /// A reply must be about the interval its keys named: a counted reply for
