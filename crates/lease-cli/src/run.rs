@@ -130,7 +130,8 @@ async fn supervise(
                 restart_at = None;
                 let reason = match &pair {
                     Assignment::Idle(idle) => Some(idle.reason),
-                    Assignment::Held(_) => None,
+                    // `lease run` stays whole-pair: its child gets `i` and `n`.
+                    Assignment::Held(_) | Assignment::Tasks(_) => None,
                 };
                 held = pair.into_lease();
                 match &held {

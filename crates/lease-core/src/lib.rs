@@ -48,11 +48,12 @@ mod worker;
 pub use event::{Assignment, Event, Idle, IdleReason};
 pub use lease::{Clock, Lease};
 pub use options::{
-    DEFAULT_GAP, HandoverMode, MAX_INTERVAL, MAX_NAME_LEN, MAX_PREFIX_LEN, Mode, Options, OptionsError,
+    DEFAULT_GAP, HandoverMode, MAX_INTERVAL, MAX_NAME_LEN, MAX_PREFIX_LEN, Mode, Options,
+    OptionsError,
 };
 pub use ownership::Slot;
 pub use reply::{Counted, MAX_SERVER_SECONDS, Reply, ReplyError, ServerMicros};
 pub use rules::{GroupRules, Refusal};
-pub use tasks::{Part, TaskDelta, TaskLease, Tasks};
 pub use script::{Script, interval_key, rules_key};
+pub use tasks::{Part, TaskDelta, TaskLease, Tasks};
 pub use worker::{RequestId, Token, Transmit, Worker};

@@ -266,6 +266,19 @@ impl Tasks {
         self.leases.iter().max_by_key(|l| l.token())
     }
 
+    /// Each part as `(i, n, pi, pn, token)`, oldest grant first: the `held`
+    /// field of a history's `own` line (DESIGN section 6). **Not a way to
+    /// split tasks**: use [`Tasks::owns`].
+    pub fn history_parts(&self) -> Vec<(u32, u32, u32, u32, u64)> {
+        self.leases
+            .iter()
+            .map(|l| {
+                let [i, n, pi, pn] = l.part.describe();
+                (i, n, pi, pn, l.token())
+            })
+            .collect()
+    }
+
     /// Whether task `id` is held now: in a part that is still valid.
     pub fn owns(&self, id: u64) -> bool {
         self.leases.iter().any(|l| l.covers(id) && l.is_valid())
@@ -367,7 +380,10 @@ mod tests {
         assert!(granted.select(0..1000).next().is_none());
         let gone: Vec<u64> = released.select(0..1000).collect();
         assert!(!gone.is_empty());
-        assert!(gone.iter().all(|&id| m.owner(id, 4) == 3 && m.owner(id, 3) == 1));
+        assert!(
+            gone.iter()
+                .all(|&id| m.owner(id, 4) == 3 && m.owner(id, 3) == 1)
+        );
         assert_eq!(part(2, 3, 2, 3).to_string(), "2/3");
         assert_eq!(part(1, 4, 1, 3).describe(), [1, 4, 1, 3]);
     }

@@ -15,11 +15,11 @@ use crate::diag;
 use crate::event::{Assignment, Event, Idle, IdleReason};
 use crate::lease::{Clock, Lease, LocalClock};
 use crate::options::{HandoverMode, Mode, Options, OptionsError};
-use crate::tasks::{Part, TaskLease, Tasks};
 use crate::ownership::{Mapping, Slot, id_hash};
 use crate::reply::{Counted, Reply, ReplyError};
 use crate::rules::{GroupRules, Refusal};
 use crate::script::{Script, write_key, write_rules_key};
+use crate::tasks::{Part, TaskLease, Tasks};
 
 /// Bound on the local clock's rate error against the server clock (rule 6).
 const RHO: f64 = 1e-3;
@@ -883,7 +883,13 @@ impl Worker {
             for p in &self.parts {
                 p.lease.inner().end_at(at);
             }
-            let since = self.parts.iter().map(HeldPart::end).max().unwrap_or(at).min(at);
+            let since = self
+                .parts
+                .iter()
+                .map(HeldPart::end)
+                .max()
+                .unwrap_or(at)
+                .min(at);
             self.parts.clear();
             self.idle_after_tasks(since, reason);
             return true;
@@ -1109,12 +1115,7 @@ impl Worker {
         let deadline = self.lease_deadline(anchor, k, server);
         if self.cfg.handover == HandoverMode::Incremental {
             let grant = if fresh {
-                rule_13_grant(
-                    implied,
-                    before,
-                    self.cfg.mapping,
-                    self.cfg.sabotage_k1only,
-                )
+                rule_13_grant(implied, before, self.cfg.mapping, self.cfg.sabotage_k1only)
             } else {
                 None
             };

@@ -127,6 +127,8 @@ fn show(sim: &mut Sim, view: &mut View, seen: usize) -> usize {
             Event::Assignment(Assignment::Held(lease)) => {
                 view.own(w, lease.i(), lease.n(), lease.token(), o.at)
             }
+            // The demo runs whole pairs.
+            Event::Assignment(Assignment::Tasks(_)) => {}
             Event::Assignment(Assignment::Idle(idle)) => {
                 if idle.ended.is_some() {
                     let ended_at = ended

@@ -76,9 +76,19 @@ impl Metrics {
                 self.index.set(f64::from(lease.i()));
                 self.replicas.set(f64::from(lease.n()));
             }
+            // A task set has no one pair: the gauges say the worker holds
+            // tasks; index and group size stay at the newest pair certified.
+            Event::Assignment(Assignment::Tasks(tasks)) => {
+                self.is_owner.set(1.0);
+                if let Some(newest) = tasks.newest() {
+                    let [i, n, _, _] = newest.part().describe();
+                    self.index.set(f64::from(i));
+                    self.replicas.set(f64::from(n));
+                }
+            }
             Event::Assignment(Assignment::Idle(idle)) => {
                 self.idle();
-                if idle.ended.is_some() {
+                if idle.ends_holding() {
                     self.stand_downs.increment(1);
                 }
                 match idle.reason {

@@ -289,6 +289,28 @@ impl Record {
         }
     }
 
+    /// An `own` line of a task-set holding from its parts alone: `i`, `n`
+    /// and `token` are those of the part with the largest token (the newest
+    /// pair). `None` if there is no part.
+    pub fn own_task_set(
+        worker: impl Into<String>,
+        mapping: Mapping,
+        held: impl IntoIterator<Item = Part>,
+        at_us: u64,
+    ) -> Option<Self> {
+        let held: Vec<Part> = held.into_iter().collect();
+        let newest = *held.iter().max_by_key(|p| p.token)?;
+        Some(Self::own_parts(
+            worker,
+            newest.i,
+            newest.n,
+            newest.token,
+            mapping,
+            held,
+            at_us,
+        ))
+    }
+
     /// A `release` line.
     pub fn release(worker: impl Into<String>, i: u32, n: u32, at_us: u64) -> Self {
         Record::Release {

@@ -48,6 +48,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let lease = match pair {
             Assignment::Held(lease) => lease,
+            // This example runs whole pairs (the default handover).
+            Assignment::Tasks(_) => continue,
             Assignment::Idle(idle) => {
                 println!("idle ({}): sending nothing", idle.reason);
                 continue;

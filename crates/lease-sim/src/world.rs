@@ -12,11 +12,13 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use lease_core::{Assignment, Event, Lease, Options, OptionsError, RequestId, Token, Worker};
+use lease_core::{
+    Assignment, Event, Lease, Options, OptionsError, RequestId, Tasks, Token, Worker,
+};
 
 use crate::net::{LocalClock, Network};
 use crate::store::SimStore;
-use lease_history::{LeaveHow, Record};
+use lease_history::{LeaveHow, Part, Record};
 
 /// The server clock's reading at true time zero: 2023-11-14, in microseconds
 /// since the Unix epoch (any realistic value would do).
@@ -202,6 +204,9 @@ struct SimWorker {
     wake_gen: u64,
     /// The lease handed to the worker's loop, if any.
     held: Option<Lease>,
+    /// The task set handed to the worker's loop, if any (incremental
+    /// handover).
+    held_tasks: Option<Tasks>,
     /// A mishap waiting for the next registration.
     mishap: Option<Mishap>,
     /// Options of its own, instead of the simulation's (a worker deployed
@@ -466,17 +471,49 @@ impl Sim {
             .iter()
             .enumerate()
             .filter(|(_, sw)| matches!(sw.life, Life::Alive(_)))
-            .filter_map(|(w, sw)| {
-                let lease = sw.held.as_ref()?;
-                let end = self.true_of(sw.clock, lease.deadline()).min(self.now);
-                Some(Record::release(
-                    WorkerId(w).to_string(),
-                    lease.i(),
-                    lease.n(),
-                    end,
-                ))
-            })
+            .flat_map(|(w, sw)| self.ending(WorkerId(w), sw))
             .collect()
+    }
+
+    /// The lines that end what worker `w` holds, for a worker that will
+    /// not say so itself (it crashed, or the run ends now): each lease or
+    /// part ends at its deadline or now, whichever is earlier (a part that
+    /// ran out before now leaves the rest held from its deadline on).
+    fn ending(&self, w: WorkerId, sw: &SimWorker) -> Vec<Record> {
+        let name = w.to_string();
+        if let Some(lease) = &sw.held {
+            let end = self.true_of(sw.clock, lease.deadline()).min(self.now);
+            return vec![Record::release(name, lease.i(), lease.n(), end)];
+        }
+        let Some(tasks) = &sw.held_tasks else {
+            return Vec::new();
+        };
+        let mapping = history_mapping(tasks);
+        let mut live: Vec<(u64, Part)> = tasks
+            .leases()
+            .iter()
+            .zip(tasks.history_parts())
+            .map(|(l, p)| (self.true_of(sw.clock, l.deadline()), Part::from(p)))
+            .collect();
+        live.sort_by_key(|(end, _)| *end);
+        let mut out = Vec::new();
+        while let Some(&(first, _)) = live.first() {
+            let end = first.min(self.now);
+            let rest: Vec<Part> = live
+                .iter()
+                .filter(|(e, _)| *e > end)
+                .map(|(_, p)| *p)
+                .collect();
+            if end >= self.now || rest.is_empty() {
+                if let Some((_, newest)) = live.iter().max_by_key(|(_, p)| p.token) {
+                    out.push(Record::release(&name, newest.i, newest.n, end));
+                }
+                break;
+            }
+            out.extend(Record::own_task_set(&name, mapping, rest, end));
+            live.retain(|(e, _)| *e > end);
+        }
+        out
     }
 
     // ----- internals -----------------------------------------------------
@@ -500,6 +537,7 @@ impl Sim {
             stalled_until: 0,
             wake_gen: 0,
             held: None,
+            held_tasks: None,
             mishap: None,
             options: None,
         });
@@ -721,6 +759,21 @@ impl Sim {
                 ));
                 self.workers[w.0].held = Some(lease.clone());
             }
+            // An `own` with parts replaces the holding at the instant it
+            // began (a part's end noticed late is written at that end).
+            Event::Assignment(Assignment::Tasks(tasks)) => {
+                let at = self
+                    .true_of(self.workers[w.0].clock, tasks.since())
+                    .min(at_us);
+                let parts = tasks.history_parts().into_iter().map(Part::from);
+                self.history.extend(Record::own_task_set(
+                    w.to_string(),
+                    history_mapping(tasks),
+                    parts,
+                    at,
+                ));
+                self.workers[w.0].held_tasks = Some(tasks.clone());
+            }
             Event::Assignment(Assignment::Idle(idle)) => {
                 if let Some(lease) = &idle.ended {
                     let at = self.true_of(self.workers[w.0].clock, idle.since).min(at_us);
@@ -731,6 +784,17 @@ impl Sim {
                         Err(_) => Record::release(w.to_string(), lease.i(), lease.n(), at),
                     });
                     self.workers[w.0].held = None;
+                }
+                if let Some(tasks) = &idle.ended_tasks {
+                    let at = self.true_of(self.workers[w.0].clock, idle.since).min(at_us);
+                    let newest = tasks.history_parts().into_iter().max_by_key(|p| p.4);
+                    if let Some((i, n, _, _, _)) = newest {
+                        self.history.push(match idle.reason.as_str().parse() {
+                            Ok(reason) => Record::release_because(w.to_string(), i, n, reason, at),
+                            Err(_) => Record::release(w.to_string(), i, n, at),
+                        });
+                    }
+                    self.workers[w.0].held_tasks = None;
                 }
             }
             // The worker has ended (at once on a plain cancel; after its
@@ -786,16 +850,11 @@ impl Sim {
                 let sw = &mut self.workers[w.0];
                 if matches!(sw.life, Life::Alive(_)) {
                     sw.life = Life::Gone;
-                    if let Some(lease) = sw.held.take() {
-                        let clock = sw.clock;
-                        let end = self.true_of(clock, lease.deadline()).min(self.now);
-                        self.history.push(Record::release(
-                            w.to_string(),
-                            lease.i(),
-                            lease.n(),
-                            end,
-                        ));
-                    }
+                    let ending = self.ending(w, &self.workers[w.0]);
+                    self.history.extend(ending);
+                    let sw = &mut self.workers[w.0];
+                    sw.held = None;
+                    sw.held_tasks = None;
                     self.history
                         .push(Record::leave(w.to_string(), LeaveHow::Crash, self.now));
                 }
@@ -847,5 +906,13 @@ fn fault_detail(action: &Action) -> Option<String> {
         Action::ClockStep(us) => Some(format!("{}us", us)),
         Action::LoseWrites(p) => Some(format!("p={p}")),
         _ => None,
+    }
+}
+
+/// The history's name of a task set's mapping.
+fn history_mapping(tasks: &Tasks) -> lease_history::Mapping {
+    match tasks.mapping() {
+        lease_core::ownership::Mapping::Modulo => lease_history::Mapping::Modulo,
+        lease_core::ownership::Mapping::Consistent => lease_history::Mapping::Consistent,
     }
 }

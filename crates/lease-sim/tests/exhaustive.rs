@@ -580,6 +580,8 @@ impl<'a> Model<'a> {
     fn record(&mut self, w: usize, event: Event) {
         let now = self.now;
         match event {
+            // This model checks whole pairs.
+            Event::Assignment(Assignment::Tasks(_)) => {}
             Event::Assignment(Assignment::Held(lease)) => {
                 self.granted = true;
                 let deadline = self.true_of(lease.deadline());

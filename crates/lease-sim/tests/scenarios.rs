@@ -20,6 +20,9 @@ fn render(observed: &[Observed]) -> String {
     for o in observed {
         let t = o.at.as_secs_f64();
         let what = match &o.event {
+            Event::Assignment(Assignment::Tasks(t)) => {
+                format!("own tasks token=k{:+}", t.token() as i64 - K0 as i64)
+            }
             Event::Assignment(Assignment::Held(l)) => format!(
                 "own {}/{} token=k{:+}",
                 l.i(),

@@ -18,6 +18,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             drain().await; // stop taking new work, finish what is in flight
             match assignment {
                 Assignment::Held(lease) => run(move |task_id| lease.owns(task_id)),
+                // Incremental handover (HandoverMode::Incremental): a task set.
+                Assignment::Tasks(tasks) => run(move |task_id| tasks.owns(task_id)),
                 Assignment::Idle(idle) => eprintln!("holding nothing: {}", idle.reason),
             }
         }

@@ -52,7 +52,7 @@ fn leases_answer_on_the_clock_given() {
         let lease = loop {
             match stream.next().await {
                 Some(Assignment::Held(lease)) => break lease,
-                Some(Assignment::Idle(_)) => continue,
+                Some(Assignment::Idle(_) | Assignment::Tasks(_)) => continue,
                 None => panic!("the stream ended"),
             }
         };
@@ -113,6 +113,7 @@ async fn smol_workers_on_the_simulated_redis_in_virtual_time() {
                 let mut h = history.lock().unwrap();
                 match assignment {
                     Assignment::Held(l) => h.push(Record::own(&name, l.i(), l.n(), l.token(), now)),
+                    Assignment::Tasks(_) => {}
                     Assignment::Idle(idle) => {
                         if let Some(l) = idle.ended {
                             h.push(Record::release(&name, l.i(), l.n(), micros(idle.since)));

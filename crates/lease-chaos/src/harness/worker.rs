@@ -158,7 +158,7 @@ where
                     Some(assignment) => {
                         let reason = match &assignment {
                             Assignment::Idle(idle) => Some(idle.reason),
-                            Assignment::Held(_) => None,
+                            Assignment::Held(_) | Assignment::Tasks(_) => None,
                         };
                         let pair = assignment.into_lease();
                         held.clone_from(&pair);

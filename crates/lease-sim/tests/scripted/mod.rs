@@ -41,6 +41,7 @@ where
             let now = micros(t0, tokio::time::Instant::now().into_std());
             match assignment {
                 Assignment::Held(l) => h.push(Record::own(&name, l.i(), l.n(), l.token(), now)),
+                Assignment::Tasks(_) => {}
                 Assignment::Idle(idle) => {
                     if let Some(l) = idle.ended {
                         h.push(Record::release(&name, l.i(), l.n(), micros(t0, idle.since)));
