@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use lease_core::Mode;
+use lease_core::{HandoverMode, Mode};
 use lease_history::HistoryWriter;
 use lease_sim::{Faults, Network, RunConfig, random_run};
 
@@ -33,6 +33,16 @@ pub(crate) struct SimArgs {
     /// Counting mode: ranked or arrival.
     #[arg(long, default_value = "ranked")]
     mode: Mode,
+    /// Handover mode: whole (the original rule 5) or incremental (rule 13,
+    /// task sets; uses the consistent mapping). Incremental histories are
+    /// judged per task.
+    #[arg(long, default_value = "whole")]
+    handover: HandoverMode,
+    /// Play this many runs, seeds `seed..seed+seeds`, and print one tally
+    /// line instead of each run's (the history is written for single runs
+    /// only). Exits 1 if any run has a violation.
+    #[arg(long, default_value_t = 1)]
+    seeds: u64,
     /// Interval length in milliseconds (virtual time).
     #[arg(long, default_value_t = 1000)]
     interval_ms: u64,
@@ -74,6 +84,7 @@ impl SimArgs {
             },
             churn: !self.no_churn,
             network: Network::default(),
+            handover: self.handover,
             customize: std::convert::identity,
         }
     }
@@ -82,6 +93,9 @@ impl SimArgs {
 /// Plays the run, writes its history if asked, prints the run's counters and
 /// the checker's verdict (the last line).
 pub(crate) fn sim(args: &SimArgs) -> Result<ExitCode, CliError> {
+    if args.seeds > 1 {
+        return many(args);
+    }
     let report = random_run(&args.config())?;
     if let Some(path) = &args.history {
         let write = |path: &PathBuf| -> std::io::Result<()> {
@@ -96,9 +110,10 @@ pub(crate) fn sim(args: &SimArgs) -> Result<ExitCode, CliError> {
     }
     let s = &report.stats;
     println!(
-        "run: seed={} mode={} workers={} intervals={} sent={} executed={} lost_requests={} lost_replies={} fast_errors={} rejected={}",
+        "run: seed={} mode={} handover={} workers={} intervals={} sent={} executed={} lost_requests={} lost_replies={} fast_errors={} rejected={}",
         args.seed,
         args.mode,
+        args.handover,
         args.workers,
         args.intervals,
         s.sent,
@@ -110,6 +125,52 @@ pub(crate) fn sim(args: &SimArgs) -> Result<ExitCode, CliError> {
     );
     println!("{}", report.summary);
     Ok(if report.summary.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `--seeds N`: plays seeds `seed..seed+N` and prints one tally line:
+/// runs, runs with any violation, pair-level and per-task violations, and
+/// the mean task coverage (incremental) or the mean full coverage.
+fn many(args: &SimArgs) -> Result<ExitCode, CliError> {
+    let mut cfg = args.config();
+    let (mut bad, mut violations, mut task_violations, mut coverage) = (0u64, 0u64, 0u64, 0.0);
+    let mut first_bad = None;
+    for seed in args.seed..args.seed.saturating_add(args.seeds) {
+        cfg.seed = seed;
+        let s = random_run(&cfg)?.summary;
+        violations += s.violation_count + s.fencing_count + s.anomaly_count;
+        coverage += match &s.tasks {
+            Some(t) => {
+                task_violations += t.violation_count + t.fencing_count;
+                t.coverage
+            }
+            None => s.coverage.fraction(),
+        };
+        if !s.is_ok() {
+            bad += 1;
+            first_bad.get_or_insert(seed);
+        }
+    }
+    println!(
+        "runs: seeds={}..{} mode={} handover={} workers={} intervals={} faults={} runs={} violating={} violations={} task_violations={} mean_coverage={:.4}{}",
+        args.seed,
+        args.seed.saturating_add(args.seeds),
+        args.mode,
+        args.handover,
+        args.workers,
+        args.intervals,
+        args.faults,
+        args.seeds,
+        bad,
+        violations,
+        task_violations,
+        coverage / args.seeds as f64,
+        first_bad.map_or(String::new(), |s| format!(" first_violating_seed={s}")),
+    );
+    Ok(if bad == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

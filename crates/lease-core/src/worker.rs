@@ -1642,3 +1642,33 @@ fn server_step(check: SkewCheck) -> i64 {
 fn micros_to_duration(us: i64) -> Duration {
     Duration::from_micros(u64::try_from(us).unwrap_or(0))
 }
+
+#[cfg(test)]
+mod rule_13_tests {
+    use super::*;
+
+    fn slot(i: u32, n: u32) -> Option<Slot> {
+        Slot::new(i, n)
+    }
+
+    #[test]
+    fn rule_13_grants_the_intersection_of_two_present_pairs() {
+        let m = Mapping::Consistent;
+        // Equal pairs: rule 5's whole pair.
+        let whole = rule_13_grant(slot(1, 3), slot(1, 3), m, false).unwrap();
+        assert!(whole.is_whole());
+        // A tail join: T(1,4) ∩ T(1,3), which is T(1,4) under jump hash.
+        let part = rule_13_grant(slot(1, 4), slot(1, 3), m, false).unwrap();
+        assert_eq!(part.describe(), [1, 4, 1, 3]);
+        assert!((0..2000).all(|id| part.contains(m, id) == (m.owner(id, 4) == 1)));
+        // Either pair absent: nothing.
+        assert_eq!(rule_13_grant(None, slot(1, 3), m, false), None);
+        assert_eq!(rule_13_grant(slot(1, 3), None, m, false), None);
+        // An empty intersection holds nothing: an id at 1 of 4 was at 1 of 3.
+        assert_eq!(rule_13_grant(slot(2, 3), slot(1, 4), m, false), None);
+        // The negative control grants the newest pair alone.
+        let bad = rule_13_grant(slot(2, 3), slot(1, 4), m, true).unwrap();
+        assert!(bad.is_whole());
+        assert_eq!(rule_13_grant(slot(2, 3), None, m, true), bad.into());
+    }
+}

@@ -7,7 +7,8 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use lease_core::{Mode, Options, OptionsError};
+use lease_core::ownership::Mapping;
+use lease_core::{HandoverMode, Mode, Options, OptionsError};
 
 use crate::net::Network;
 use crate::world::{Action, Sim, SimConfig, Stats, WorkerId};
@@ -57,6 +58,9 @@ pub struct RunConfig {
     /// The network at the start (with faults, regimes change every 10
     /// intervals).
     pub network: Network,
+    /// Handover mode (rule 13); incremental handover also sets the
+    /// consistent mapping it needs.
+    pub handover: HandoverMode,
     /// Applied to every worker's options after the fields above (the drain
     /// budget, graceful leave, a test-only sabotage); identity by default.
     pub customize: fn(Options) -> Options,
@@ -75,6 +79,7 @@ impl RunConfig {
             faults: Faults::default(),
             churn: true,
             network: Network::default(),
+            handover: HandoverMode::Whole,
             customize: std::convert::identity,
         }
     }
@@ -93,11 +98,14 @@ pub struct RunReport {
 
 /// Plays one randomized run.
 pub fn random_run(cfg: &RunConfig) -> Result<RunReport, OptionsError> {
-    let options = (cfg.customize)(
-        Options::new("sim", cfg.interval)
-            .with_gap(cfg.gap)
-            .with_mode(cfg.mode),
-    );
+    let mut options = Options::new("sim", cfg.interval)
+        .with_gap(cfg.gap)
+        .with_mode(cfg.mode)
+        .with_handover(cfg.handover);
+    if cfg.handover == HandoverMode::Incremental {
+        options = options.with_mapping(Mapping::Consistent);
+    }
+    let options = (cfg.customize)(options);
     let mut sim_cfg = SimConfig::new(cfg.seed, options);
     sim_cfg.network = cfg.network.clone();
     let mut sim = Sim::new(sim_cfg)?;
