@@ -72,6 +72,10 @@ pub(crate) struct Args {
     /// limit of the original design, docs/protocol.md).
     #[arg(long, default_value = "ranked")]
     pub(crate) mode: Mode,
+    /// Handover mode: whole (rule 5) or incremental (rule 13, task sets
+    /// under the consistent mapping; the history is judged per task).
+    #[arg(long, default_value = "whole")]
+    pub(crate) handover: lease_core::HandoverMode,
     /// Gap fraction.
     #[arg(long, default_value_t = 0.15)]
     pub(crate) gap: f64,

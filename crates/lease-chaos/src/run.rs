@@ -75,9 +75,13 @@ fn redis_error(what: &'static str) -> impl FnOnce(std::io::Error) -> ChaosError 
 /// Runs the whole chaos run of `args` and returns its report.
 pub(crate) fn run(args: &Args) -> Result<Report, ChaosError> {
     let interval = Duration::from_millis(args.interval);
-    let options = lease_core::Options::new("chaos", interval)
+    let mut options = lease_core::Options::new("chaos", interval)
         .with_gap(args.gap)
-        .with_mode(args.mode);
+        .with_mode(args.mode)
+        .with_handover(args.handover);
+    if args.handover == lease_core::HandoverMode::Incremental {
+        options = options.with_mapping(lease_core::ownership::Mapping::Consistent);
+    }
     options.validate()?;
     if !(args.duration.is_finite() && args.duration > 0.0) {
         return Err(ChaosError::Usage(format!(

@@ -311,6 +311,40 @@ impl Record {
         ))
     }
 
+    /// The lines that end a task-set holding whose worker will not say so
+    /// itself (it crashed, or the run ends at `now_us`): `parts` are the
+    /// parts of its last `own`, each with the instant it ends. Each part ends
+    /// at its own end or `now_us`, whichever is earlier: a part that ran out
+    /// first leaves the rest held from that instant on (an `own` of the rest),
+    /// and the last ones end with a `release` naming the newest pair of the
+    /// last `own`. One code path for the simulator and the chaos harness.
+    pub fn task_set_ending(
+        worker: &str,
+        mapping: Mapping,
+        mut parts: Vec<(u64, Part)>,
+        now_us: u64,
+    ) -> Vec<Self> {
+        parts.sort_by_key(|(end, _)| *end);
+        let mut out = Vec::new();
+        while let Some(&(first, _)) = parts.first() {
+            let end = first.min(now_us);
+            let rest: Vec<Part> = parts
+                .iter()
+                .filter(|(e, _)| *e > end)
+                .map(|(_, p)| *p)
+                .collect();
+            if end >= now_us || rest.is_empty() {
+                if let Some((_, newest)) = parts.iter().max_by_key(|(_, p)| p.token) {
+                    out.push(Self::release(worker, newest.i, newest.n, end));
+                }
+                break;
+            }
+            out.extend(Self::own_task_set(worker, mapping, rest, end));
+            parts.retain(|(e, _)| *e > end);
+        }
+        out
+    }
+
     /// A `release` line.
     pub fn release(worker: impl Into<String>, i: u32, n: u32, at_us: u64) -> Self {
         Record::Release {

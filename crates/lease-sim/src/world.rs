@@ -488,32 +488,13 @@ impl Sim {
         let Some(tasks) = &sw.held_tasks else {
             return Vec::new();
         };
-        let mapping = history_mapping(tasks);
-        let mut live: Vec<(u64, Part)> = tasks
+        let live: Vec<(u64, Part)> = tasks
             .leases()
             .iter()
             .zip(tasks.history_parts())
             .map(|(l, p)| (self.true_of(sw.clock, l.deadline()), Part::from(p)))
             .collect();
-        live.sort_by_key(|(end, _)| *end);
-        let mut out = Vec::new();
-        while let Some(&(first, _)) = live.first() {
-            let end = first.min(self.now);
-            let rest: Vec<Part> = live
-                .iter()
-                .filter(|(e, _)| *e > end)
-                .map(|(_, p)| *p)
-                .collect();
-            if end >= self.now || rest.is_empty() {
-                if let Some((_, newest)) = live.iter().max_by_key(|(_, p)| p.token) {
-                    out.push(Record::release(&name, newest.i, newest.n, end));
-                }
-                break;
-            }
-            out.extend(Record::own_task_set(&name, mapping, rest, end));
-            live.retain(|(e, _)| *e > end);
-        }
-        out
+        Record::task_set_ending(&name, history_mapping(tasks), live, self.now)
     }
 
     // ----- internals -----------------------------------------------------

@@ -31,7 +31,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use futures::channel::mpsc::UnboundedSender;
-use lease_core::{IdleReason, Lease};
+use lease_core::{IdleReason, Lease, Tasks};
+use lease_history::Part;
 use lease_history::{HistoryWriter, LeaveHow, Record};
 use tokio_util::sync::CancellationToken;
 
@@ -114,6 +115,8 @@ struct Live {
     control: UnboundedSender<Control>,
     thread: Option<JoinHandle<()>>,
     held: Option<(Lease, u64)>,
+    /// The task set its loop holds (incremental handover).
+    held_tasks: Option<Tasks>,
     /// The thread said it ended (or was given up on).
     gone: bool,
     /// A crash or cancel order was sent.
@@ -262,6 +265,7 @@ impl Harness {
                 control,
                 thread: Some(thread),
                 held: None,
+                held_tasks: None,
                 gone: false,
                 leaving: false,
             },
@@ -319,9 +323,15 @@ impl Harness {
         let (id, how, at) = match msg {
             Msg::Pair {
                 id,
+                tasks: Some(tasks),
+                ..
+            } => return self.tasks(WorkerId(id), tasks),
+            Msg::Pair {
+                id,
                 pair,
                 reason,
                 at,
+                ..
             } => return self.pair(WorkerId(id), pair, reason, at),
             Msg::Ended { id, at } => (id, LeaveHow::Cancel, at),
             Msg::Crashed { id, at } => (id, LeaveHow::Crash, at),
@@ -371,6 +381,10 @@ impl Harness {
                 }))
             }
             None => {
+                if let Some(tasks) = w.held_tasks.take() {
+                    self.end_tasks(&name, &tasks, at)?;
+                    return Ok(None);
+                }
                 let Some((lease, own_us)) = w.held.take() else {
                     return Ok(None);
                 };
@@ -390,6 +404,38 @@ impl Harness {
                 }))
             }
         }
+    }
+
+    /// A task set received (incremental handover): an `own` with its parts
+    /// at the instant the holding began (it replaces the previous one).
+    fn tasks(&mut self, id: WorkerId, tasks: Tasks) -> Result<Option<Happened>, HarnessError> {
+        let at_us = self.us(tasks.since());
+        let Some(w) = self.workers.get_mut(&id).filter(|w| !w.gone) else {
+            return Ok(None);
+        };
+        let name = w.name.clone();
+        let parts = tasks.history_parts().into_iter().map(Part::from);
+        w.held_tasks = Some(tasks.clone());
+        if let Some(record) = Record::own_task_set(&name, history_mapping(&tasks), parts, at_us) {
+            self.record(record)?;
+        }
+        Ok(None)
+    }
+
+    /// The lines ending the task set `tasks`, at `at` at the latest (each
+    /// part at its own deadline if that is earlier).
+    fn end_tasks(&mut self, name: &str, tasks: &Tasks, at: Instant) -> Result<(), HarnessError> {
+        let parts: Vec<(u64, Part)> = tasks
+            .leases()
+            .iter()
+            .zip(tasks.history_parts())
+            .map(|(l, p)| (self.us(l.deadline()), Part::from(p)))
+            .collect();
+        let at_us = self.us(at);
+        for record in Record::task_set_ending(name, history_mapping(tasks), parts, at_us) {
+            self.record(record)?;
+        }
+        Ok(())
     }
 
     /// The release line of `lease` held since `own_us`, which ended at
@@ -424,6 +470,9 @@ impl Harness {
         };
         w.gone = true;
         let (name, held) = (w.name.clone(), w.held.take());
+        if let Some(tasks) = w.held_tasks.take() {
+            self.end_tasks(&name, &tasks, at)?;
+        }
         if let Some((lease, own_us)) = held {
             self.release(&name, &lease, own_us, at.min(lease.deadline()), None)?;
         }
@@ -501,5 +550,13 @@ impl Harness {
         self.reap();
         self.flush()?;
         Ok((end, names))
+    }
+}
+
+/// The history's name of a task set's mapping.
+fn history_mapping(tasks: &Tasks) -> lease_history::Mapping {
+    match tasks.mapping() {
+        lease_core::ownership::Mapping::Modulo => lease_history::Mapping::Modulo,
+        lease_core::ownership::Mapping::Consistent => lease_history::Mapping::Consistent,
     }
 }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use futures::channel::mpsc::UnboundedReceiver;
 use futures::{FutureExt, Stream, StreamExt, select_biased};
-use lease_core::{Assignment, IdleReason, Lease};
+use lease_core::{Assignment, IdleReason, Lease, Tasks};
 use tokio_util::sync::CancellationToken;
 
 use crate::sink::FencingSink;
@@ -50,6 +50,8 @@ pub(crate) enum Msg {
     Pair {
         id: u64,
         pair: Option<Lease>,
+        /// The task set received (incremental handover), instead of a pair.
+        tasks: Option<Tasks>,
         reason: Option<IdleReason>,
         at: Instant,
     },
@@ -128,6 +130,7 @@ where
 {
     let mut pairs = pairs.fuse();
     let mut held: Option<Lease> = None;
+    let mut held_tasks: Option<Tasks> = None;
     let mut pending_stall: Option<Duration> = None;
     // Without work, the loop only wakes for pairs and orders.
     let tick_every = ctx
@@ -139,7 +142,7 @@ where
         select_biased! {
             control = ctx.control.next() => match control {
                 Some(Control::Stall { duration, mid_task }) => {
-                    if mid_task && held.is_some() && ctx.work.is_some() {
+                    if mid_task && (held.is_some() || held_tasks.is_some()) && ctx.work.is_some() {
                         pending_stall = Some(duration);
                     } else {
                         std::thread::sleep(duration);
@@ -160,9 +163,11 @@ where
                             Assignment::Idle(idle) => Some(idle.reason),
                             Assignment::Held(_) | Assignment::Tasks(_) => None,
                         };
+                        let tasks = assignment.tasks().cloned();
+                        held_tasks.clone_from(&tasks);
                         let pair = assignment.into_lease();
                         held.clone_from(&pair);
-                        if ctx.events.send(Msg::Pair { id: ctx.id, pair, reason, at }).is_err() {
+                        if ctx.events.send(Msg::Pair { id: ctx.id, pair, tasks, reason, at }).is_err() {
                             return;
                         }
                     }
@@ -175,7 +180,10 @@ where
             () = tick => {
                 tick = Box::pin(sleep(tick_every).fuse());
                 if let Some(w) = &ctx.work {
-                    work(held.as_ref(), &mut pending_stall, w, ctx.id);
+                    match &held_tasks {
+                        Some(tasks) => work_tasks(tasks, &mut pending_stall, w, ctx.id),
+                        None => work(held.as_ref(), &mut pending_stall, w, ctx.id),
+                    }
                 }
             },
         }
@@ -212,6 +220,28 @@ fn work(held: Option<&Lease>, pending_stall: &mut Option<Duration>, w: &Work, id
         task += n;
     }
     // The lease ran out before the stall's moment came: freeze anyway.
+    if let Some(d) = pending_stall.take() {
+        std::thread::sleep(d);
+    }
+}
+
+/// One round of tasks of a task set (incremental handover): every task of
+/// `0..tasks` the set owns at that instant, each result written with the
+/// token of the part that holds it.
+fn work_tasks(tasks: &Tasks, pending_stall: &mut Option<Duration>, w: &Work, id: u64) {
+    for task in 0..w.tasks {
+        let Some(token) = tasks.token_for(task) else {
+            continue;
+        };
+        let stalled = match pending_stall.take() {
+            Some(d) => {
+                std::thread::sleep(d);
+                true
+            }
+            None => false,
+        };
+        w.sink.write(task, token, id, stalled, || tasks.owns(task));
+    }
     if let Some(d) = pending_stall.take() {
         std::thread::sleep(d);
     }
