@@ -10,6 +10,7 @@
 //! [`Tasks::owns`] (or [`Tasks::owns_key`]) before each task.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::lease::Lease;
@@ -225,7 +226,11 @@ impl TaskDelta {
 /// released since the previous value; a renewal extends a part's deadline
 /// in every clone and yields nothing. Check [`Tasks::owns`] before each task.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Tasks {
+pub struct Tasks(Arc<Inner>);
+
+/// A [`Tasks`] value's contents, shared by its clones.
+#[derive(Debug, PartialEq)]
+struct Inner {
     leases: Vec<TaskLease>,
     granted: TaskDelta,
     released: TaskDelta,
@@ -240,22 +245,23 @@ impl Tasks {
         since: Instant,
     ) -> Self {
         let parts: Vec<Part> = leases.iter().map(TaskLease::part).collect();
-        Self {
+        Self(Arc::new(Inner {
             granted: TaskDelta::new(mapping, &parts, previous),
             released: TaskDelta::new(mapping, previous, &parts),
             leases,
             since,
-        }
+        }))
     }
 
     /// The parts held, oldest grant first.
     pub fn leases(&self) -> &[TaskLease] {
-        &self.leases
+        &self.0.leases
     }
 
     /// The group's task mapping.
     pub fn mapping(&self) -> Mapping {
-        self.leases
+        self.0
+            .leases
             .first()
             .map_or(Mapping::Consistent, |l| l.inner.mapping())
     }
@@ -263,14 +269,15 @@ impl Tasks {
     /// The newest part (the largest token): its newer pair is the newest
     /// pair the worker was certified, which histories name.
     pub fn newest(&self) -> Option<&TaskLease> {
-        self.leases.iter().max_by_key(|l| l.token())
+        self.0.leases.iter().max_by_key(|l| l.token())
     }
 
     /// Each part as `(i, n, pi, pn, token)`, oldest grant first: the `held`
     /// field of a history's `own` line (DESIGN section 6). **Not a way to
     /// split tasks**: use [`Tasks::owns`].
     pub fn history_parts(&self) -> Vec<(u32, u32, u32, u32, u64)> {
-        self.leases
+        self.0
+            .leases
             .iter()
             .map(|l| {
                 let [i, n, pi, pn] = l.part.describe();
@@ -281,25 +288,27 @@ impl Tasks {
 
     /// Whether task `id` is held now: in a part that is still valid.
     pub fn owns(&self, id: u64) -> bool {
-        self.leases.iter().any(|l| l.covers(id) && l.is_valid())
+        self.0.leases.iter().any(|l| l.covers(id) && l.is_valid())
     }
 
     /// Whether the byte key `key` is held now.
     pub fn owns_key(&self, key: &[u8]) -> bool {
-        self.leases
+        self.0
+            .leases
             .iter()
             .any(|l| l.part.contains_key(l.inner.mapping(), key) && l.is_valid())
     }
 
     /// Whether task `id` is in one of the parts, valid or not.
     pub fn covers(&self, id: u64) -> bool {
-        self.leases.iter().any(|l| l.covers(id))
+        self.0.leases.iter().any(|l| l.covers(id))
     }
 
     /// The fencing token to write task `id` with, if it is held now: the
     /// largest token of a valid part that has it.
     pub fn token_for(&self, id: u64) -> Option<u64> {
-        self.leases
+        self.0
+            .leases
             .iter()
             .filter(|l| l.covers(id) && l.is_valid())
             .map(TaskLease::token)
@@ -314,31 +323,31 @@ impl Tasks {
     /// The latest deadline of any part: nothing is held after it unless a
     /// renewal extends it.
     pub fn deadline(&self) -> Option<Instant> {
-        self.leases.iter().map(TaskLease::deadline).max()
+        self.0.leases.iter().map(TaskLease::deadline).max()
     }
 
     /// Whether any part is still valid now.
     pub fn is_valid(&self) -> bool {
-        self.leases.iter().any(TaskLease::is_valid)
+        self.0.leases.iter().any(TaskLease::is_valid)
     }
 
     /// The tasks held now that the previous value did not hold: start them.
     pub fn granted(&self) -> &TaskDelta {
-        &self.granted
+        &self.0.granted
     }
 
     /// The tasks the previous value held that this one does not: they were
     /// handed over; stop them (another worker may start them once the part
     /// that had them has passed its deadline).
     pub fn released(&self) -> &TaskDelta {
-        &self.released
+        &self.0.released
     }
 
     /// The instant this holding began: the grant, or the instant a part
     /// really ended (its deadline, or its drain's end, even if the worker
     /// only noticed later).
     pub fn since(&self) -> Instant {
-        self.since
+        self.0.since
     }
 }
 

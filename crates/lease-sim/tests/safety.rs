@@ -1,10 +1,11 @@
 //! Safety properties: exclusivity and fencing order hold for arbitrary seeds,
 //! group sizes, gaps, latencies up to and beyond the gap, and fault mixes, in
-//! both counting modes.
+//! both counting modes and (Ranked) both handover modes, incremental histories
+//! judged per task.
 
 use std::time::Duration;
 
-use lease_core::Mode;
+use lease_core::{HandoverMode, Mode};
 use lease_sim::{Faults, Network, RunConfig, random_run};
 use proptest::prelude::*;
 
@@ -43,8 +44,15 @@ fn config() -> impl Strategy<Value = RunConfig> {
         0.05..0.45f64,
         mode(),
         any::<bool>(),
+        any::<bool>(),
     )
-        .prop_flat_map(|(seed, workers, gap, mode, faults)| {
+        .prop_flat_map(|(seed, workers, gap, mode, faults, incremental)| {
+            // Rule 13 (Ranked only): judged per task by the checker.
+            let handover = if incremental && mode == Mode::Ranked {
+                HandoverMode::Incremental
+            } else {
+                HandoverMode::Whole
+            };
             network(gap).prop_map(move |network| RunConfig {
                 seed,
                 workers,
@@ -58,6 +66,7 @@ fn config() -> impl Strategy<Value = RunConfig> {
                 },
                 churn: true,
                 network,
+                handover,
                 customize: std::convert::identity,
             })
         })
@@ -72,13 +81,18 @@ proptest! {
         let s = &report.summary;
         prop_assert!(
             s.is_ok(),
-            "{s}\nreplay: cargo run --release -p lease-sim -- --seed {} --workers {} --intervals {} --mode {} --gap {}{}  (network {:?})",
-            cfg.seed, cfg.workers, cfg.intervals, cfg.mode, cfg.gap,
+            "{s}\nreplay: cargo run --release -p lease-sim -- --seed {} --workers {} --intervals {} --mode {} --handover {} --gap {}{}  (network {:?})",
+            cfg.seed, cfg.workers, cfg.intervals, cfg.mode, cfg.handover, cfg.gap,
             if cfg.faults.within_guarantee { " --faults" } else { "" },
             cfg.network,
         );
         prop_assert_eq!(s.violation_count, 0);
         prop_assert_eq!(s.fencing_count, 0);
+        if cfg.handover == HandoverMode::Incremental {
+            let tasks = s.tasks.as_ref().expect("task-set history");
+            prop_assert_eq!(tasks.violation_count, 0);
+            prop_assert_eq!(tasks.fencing_count, 0);
+        }
     }
 }
 
