@@ -378,6 +378,39 @@ impl Sim {
             .cloned()
     }
 
+    /// The task set worker `w` holds now (incremental handover), judged by
+    /// its own state machine at its own local time, and whether task `id` is
+    /// in it is `tasks.owns_at`-style: ask [`Tasks::leases`] validity at
+    /// [`Sim::now`] through this value only while the simulation is paused.
+    pub fn tasks(&self, w: WorkerId) -> Option<Tasks> {
+        let sw = self.workers.get(w.0)?;
+        let Life::Alive(core) = &sw.life else {
+            return None;
+        };
+        core.tasks_at(self.local_instant(sw.clock, self.now))
+            .cloned()
+    }
+
+    /// Whether worker `w` holds task `id` now, whatever the handover mode
+    /// (its own state machine's view at its own local time).
+    pub fn holds_task(&self, w: WorkerId, id: u64) -> bool {
+        let Some(sw) = self.workers.get(w.0) else {
+            return false;
+        };
+        let Life::Alive(core) = &sw.life else {
+            return false;
+        };
+        let now = self.local_instant(sw.clock, self.now);
+        if let Some(lease) = core.lease_at(now) {
+            return lease.covers(id);
+        }
+        core.tasks_at(now).is_some_and(|t| {
+            t.leases()
+                .iter()
+                .any(|l| l.covers(id) && l.is_valid_at(now))
+        })
+    }
+
     /// The identity of worker `w`, once it has started (until it ends).
     pub fn token(&self, w: WorkerId) -> Option<Token> {
         match &self.workers.get(w.0)?.life {

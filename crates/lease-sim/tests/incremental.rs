@@ -120,3 +120,81 @@ fn a_pair_from_an_older_reply_is_caught() {
         assert!(!violated(&s), "seed {seed} without the sabotage: {s}");
     }
 }
+
+/// What the user sees on a tail join, n = 4 -> 5: a settled worker keeps
+/// serving its tasks through the change (its new value releases exactly the
+/// newcomer's share once its old part drains, grants nothing, and no idle
+/// value comes), while in
+/// whole-pair mode it stands down. Task coverage over `[join, join + 6 L)`
+/// is higher with incremental handover, side by side on the same seed.
+#[test]
+fn a_tail_join_keeps_the_settled_workers_serving() {
+    use lease_core::ownership::Mapping;
+    use lease_core::{Assignment, Event};
+    use lease_sim::{Sim, SimConfig};
+
+    let l = Duration::from_secs(1);
+    let window = |handover: HandoverMode| {
+        let options = Options::new("g", l)
+            .with_mapping(Mapping::Consistent)
+            .with_handover(handover);
+        let mut sim = Sim::new(SimConfig::new(3, options)).expect("valid");
+        let ws: Vec<_> = (0..4)
+            .map(|k| sim.schedule_join(l.mul_f64(0.2 * f64::from(k))))
+            .collect();
+        let join = l * 15 + l.mul_f64(0.37);
+        sim.run_until(join);
+        sim.drain_observed();
+        sim.join_now();
+        let step = l / 200;
+        let (mut held, mut total) = (0u64, 0u64);
+        while sim.now() < join + l * 6 {
+            sim.run_for(step);
+            for id in 0..256u64 {
+                let holders = sim.workers().filter(|&w| sim.holds_task(w, id)).count();
+                held += u64::from(holders == 1);
+                total += 1;
+            }
+        }
+        assert!(sim.check().is_ok(), "{}", sim.check());
+        (held as f64 / total as f64, sim.drain_observed(), ws)
+    };
+    let (whole, _, _) = window(HandoverMode::Whole);
+    let (inc, observed, ws) = window(HandoverMode::Incremental);
+    assert!(
+        inc > whole + 0.05,
+        "incremental {inc:.3} vs whole {whole:.3}"
+    );
+    for &w in &ws {
+        let mine: Vec<_> = observed.iter().filter(|o| o.worker == w).collect();
+        assert!(
+            !mine
+                .iter()
+                .any(|o| matches!(&o.event, Event::Assignment(a) if a.is_idle())),
+            "{w} stood down during a tail join"
+        );
+        // The first value adds the part T(i,5) ∩ T(i,4) beside the kept
+        // T(i,4): the set is unchanged. When T(i,4) drains, the next one
+        // releases the newcomer's share. Nothing is ever granted.
+        let values: Vec<_> = mine
+            .iter()
+            .filter_map(|o| match &o.event {
+                Event::Assignment(Assignment::Tasks(t)) => Some(t.clone()),
+                _ => None,
+            })
+            .collect();
+        assert!(values.len() >= 2, "{w}: {} values", values.len());
+        for t in &values {
+            assert!(
+                t.granted().select(0..1024).next().is_none(),
+                "{w} was granted tasks"
+            );
+        }
+        let gone: Vec<u64> = values
+            .iter()
+            .flat_map(|t| t.released().select(0..1024).collect::<Vec<_>>())
+            .collect();
+        assert!(!gone.is_empty(), "{w} released nothing");
+        assert!(gone.iter().all(|&id| Mapping::Consistent.owner(id, 5) == 4));
+    }
+}
