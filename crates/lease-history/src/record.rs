@@ -557,6 +557,28 @@ mod tests {
 
     use super::*;
 
+    /// A crashed worker's task set: the part that ran out first leaves the
+    /// rest held from its deadline on; the rest ends at the crash, and the
+    /// release names the newest pair of the last `own`.
+    #[test]
+    fn a_task_set_ends_part_by_part() {
+        let old = Part::whole(1, 3, 10);
+        let new = Part::intersection(1, 4, 1, 3, 12);
+        let lines =
+            Record::task_set_ending("w1", Mapping::Consistent, vec![(900, new), (500, old)], 800);
+        assert_eq!(
+            lines,
+            vec![
+                Record::own_parts("w1", 1, 4, 12, Mapping::Consistent, vec![new], 500),
+                Record::release("w1", 1, 4, 800),
+            ]
+        );
+        // Everything ran out before the crash: one release at the last end.
+        let lines = Record::task_set_ending("w1", Mapping::Consistent, vec![(300, old)], 800);
+        assert_eq!(lines, vec![Record::release("w1", 1, 3, 300)]);
+        assert_eq!(Record::own_task_set("w1", Mapping::Consistent, [], 5), None);
+    }
+
     #[test]
     fn extra_kinds_have_fixed_text_and_round_trip() {
         let cases = [
