@@ -13,12 +13,14 @@
 //! - **task coverage**: the share of time-weighted tasks held by exactly one
 //!   worker.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use super::fencing::Top2;
 use super::holdings::Holding;
 use super::{Capped, MAX_REPORTED};
-use crate::record::Mapping;
+
+use crate::record::{Mapping, Part};
 use crate::tasks::{TASKS, TaskSet};
 
 /// Two workers' holdings that held a task at once.
@@ -106,16 +108,23 @@ struct Held {
 
 /// The tasks of `h` under `mapping`: `T(i, n)` for a whole pair, the union
 /// of its parts (each task with the largest token of a part that has it).
-fn held(h: &Holding, mapping: Mapping) -> Held {
+/// `sets` remembers the task set of every part seen (keyed without its
+/// token): a run repeats a few parts in thousands of holdings.
+fn held(h: &Holding, mapping: Mapping, sets: &mut HashMap<[u32; 4], TaskSet>) -> Held {
+    let mut set_of = |i: u32, n: u32, pi: u32, pn: u32| {
+        *sets
+            .entry([i, n, pi, pn])
+            .or_insert_with(|| TaskSet::part(mapping, &Part::intersection(i, n, pi, pn, 0)))
+    };
     if h.parts.is_empty() {
-        let set = TaskSet::pair(mapping, h.i, h.n);
+        let set = set_of(h.i, h.n, h.i, h.n);
         let tokens = set.iter().map(|t| (t, h.token)).collect();
         return Held { set, tokens };
     }
     let mut tokens = vec![None::<u64>; TASKS];
     let mut set = TaskSet::default();
     for part in &h.parts {
-        let tasks = TaskSet::part(mapping, part);
+        let tasks = set_of(part.i, part.n, part.pi, part.pn);
         for t in tasks.iter() {
             let token = tokens[t].get_or_insert(part.token);
             *token = (*token).max(part.token);
@@ -139,7 +148,11 @@ pub(crate) fn check(
     start_us: u64,
     end_us: u64,
 ) -> TaskSummary {
-    let held: Vec<Held> = holdings.iter().map(|h| held(h, mapping)).collect();
+    let mut sets = HashMap::new();
+    let held: Vec<Held> = holdings
+        .iter()
+        .map(|h| held(h, mapping, &mut sets))
+        .collect();
     let (violations, coverage) = sweep(holdings, holder, &held, start_us, end_us);
     let fencing = fencing(holdings, holder, &held);
     TaskSummary {
