@@ -379,9 +379,8 @@ impl Sim {
     }
 
     /// The task set worker `w` holds now (incremental handover), judged by
-    /// its own state machine at its own local time, and whether task `id` is
-    /// in it is `tasks.owns_at`-style: ask [`Tasks::leases`] validity at
-    /// [`Sim::now`] through this value only while the simulation is paused.
+    /// its own state machine at its own local time. The value's `owns` reads
+    /// the system clock, not virtual time: ask [`Sim::holds_task`] instead.
     pub fn tasks(&self, w: WorkerId) -> Option<Tasks> {
         let sw = self.workers.get(w.0)?;
         let Life::Alive(core) = &sw.life else {
