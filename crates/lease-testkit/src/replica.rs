@@ -79,6 +79,41 @@ impl RedisServer {
         self.command(&["REPLICAOF", "NO", "ONE"]).map(drop)
     }
 
+    /// Redis's coordinated failover from this primary to `replica` (its
+    /// only replica): `FAILOVER TIMEOUT 5000`, which pauses writes here
+    /// until the replica has all of them, promotes it and makes this node
+    /// its replica. Returns once both report their new roles.
+    pub fn failover_to_replica(&self, replica: &RedisServer) -> io::Result<()> {
+        self.command(&["FAILOVER", "TIMEOUT", "5000"])?;
+        let deadline = Instant::now() + REPLICATION_TIMEOUT;
+        while !(replica.replication()?.is_primary() && !self.replication()?.is_primary()) {
+            if Instant::now() >= deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "FAILOVER from {} to {} did not swap the roles within {REPLICATION_TIMEOUT:?}",
+                        self.addr(),
+                        replica.addr()
+                    ),
+                ));
+            }
+            thread::sleep(Duration::from_millis(2));
+        }
+        Ok(())
+    }
+
+    /// How many commands this node refused with `error` (e.g. `NOREPLICAS`)
+    /// since it started, from `INFO errorstats` (Redis 6.2 and later).
+    pub fn error_count(&self, error: &str) -> io::Result<u64> {
+        let info: String = redis::from_redis_value(self.command(&["INFO", "errorstats"])?)
+            .map_err(io::Error::other)?;
+        Ok(info_field(&info, &format!("errorstat_{error}"))
+            .and_then(|v| v.strip_prefix("count="))
+            .and_then(|v| v.split(',').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0))
+    }
+
     /// Waits until this replica's link is up and it has `primary`'s whole
     /// replication stream (equal offsets), at most `timeout`.
     pub fn wait_replicating(&self, primary: &RedisServer, timeout: Duration) -> io::Result<()> {
@@ -145,19 +180,7 @@ impl ReplicatedRedis {
     /// becomes its replica. Nothing acknowledged is lost. Returns once the
     /// roles have swapped and the new replica has caught up.
     pub fn failover(&mut self) -> io::Result<()> {
-        self.primary.command(&["FAILOVER", "TIMEOUT", "5000"])?;
-        let deadline = Instant::now() + REPLICATION_TIMEOUT;
-        while !(self.replica.replication()?.is_primary()
-            && !self.primary.replication()?.is_primary())
-        {
-            if Instant::now() >= deadline {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "FAILOVER did not swap the roles in time",
-                ));
-            }
-            thread::sleep(Duration::from_millis(5));
-        }
+        self.primary.failover_to_replica(&self.replica)?;
         std::mem::swap(&mut self.primary, &mut self.replica);
         self.replica
             .wait_replicating(&self.primary, REPLICATION_TIMEOUT)
