@@ -209,15 +209,16 @@ pub(crate) struct FailoverRun {
     /// Its fault's index.
     pub(crate) fault: usize,
     /// How long the replication was cut before the promotion (lossy,
-    /// split), in microseconds.
+    /// split), or the slot held migrating (reshard), in microseconds.
     pub(crate) cut_us: u64,
     /// Bytes of the replication stream the promoted node never got: what
     /// the old primary took after the cut (0 for a coordinated failover).
     pub(crate) lost_bytes: Option<u64>,
-    /// Writes the old primary refused with `NOREPLICAS` during the cut
-    /// (`--min-replicas-to-write`).
+    /// Writes the two nodes refused with `NOREPLICAS`
+    /// (`--min-replicas-to-write`) from this failover to the next one (or
+    /// the end).
     pub(crate) refused: Option<u64>,
-    /// `NOREPLICAS` count of the old primary before the cut.
+    /// Both nodes' `NOREPLICAS` count when it began.
     pub(crate) refused_before: u64,
     /// The promoted node's replication offset at a split's promotion.
     pub(crate) promoted_offset: u64,

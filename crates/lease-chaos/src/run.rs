@@ -32,6 +32,10 @@ use crate::report::{FailoverRun, FaultRun, Report, Setup, clock_steps, failovers
 /// The group's name (its keys' hash tag is `{chaos}`).
 const GROUP: &str = "chaos";
 
+/// The least time between two manual failovers in the cluster: twice the
+/// testkit's `cluster-node-timeout` of 2 s, and a margin.
+const CLUSTER_VOTE_INTERVAL: Duration = Duration::from_millis(4500);
+
 /// The group needs to be fully covered this many intervals before the next
 /// fault (or the first one) is injected...
 const SETTLED_INTERVALS: u32 = 2;
@@ -242,6 +246,7 @@ pub(crate) fn run(args: &Args) -> Result<Report, ChaosError> {
         clock_steps: Vec::new(),
         failovers: Vec::new(),
         split_pending: Vec::new(),
+        last_cluster_failover: None,
     };
     chaos.go()
 }
@@ -336,6 +341,8 @@ struct Chaos<'a> {
     failovers: Vec<FailoverRun>,
     /// The workers a split left on the deposed primary.
     split_pending: Vec<WorkerId>,
+    /// When the latest `CLUSTER FAILOVER` began.
+    last_cluster_failover: Option<Instant>,
 }
 
 impl Chaos<'_> {
@@ -714,7 +721,18 @@ impl Chaos<'_> {
             FaultKind::Failover => return self.failover(now).map(Some),
             FaultKind::FailoverLossy => Ok(self.cut_replication(d.kind, length, now)),
             FaultKind::FailoverSplit => Ok(self.cut_replication(d.kind, length, now)),
-            FaultKind::ClusterFailover => return self.cluster_failover(now).map(Some),
+            FaultKind::ClusterFailover => {
+                // Masters vote for a replica of one master once per two
+                // node timeouts (4 s here): a manual failover sooner fails.
+                if self
+                    .last_cluster_failover
+                    .is_some_and(|at| now < at + CLUSTER_VOTE_INTERVAL)
+                {
+                    return Ok(None);
+                }
+                self.last_cluster_failover = Some(now);
+                return self.cluster_failover(now).map(Some);
+            }
             FaultKind::Reshard => return self.reshard(&d, now).map(Some),
         };
         match injected {
@@ -1012,6 +1030,17 @@ impl Chaos<'_> {
             .map_err(redis_error("REPLICAOF on the deposed primary failed"))
     }
 
+    /// Writes refused with `NOREPLICAS` so far, by the primary and the
+    /// replica together (`--min-replicas-to-write`).
+    fn refusals(&mut self) -> Result<u64, ChaosError> {
+        let (primary, standby, _) = self.pair()?;
+        let count = |s: &RedisServer| {
+            s.error_count("NOREPLICAS")
+                .map_err(redis_error("INFO errorstats failed"))
+        };
+        Ok(count(primary)? + count(standby)?)
+    }
+
     /// Redis's coordinated `FAILOVER` to the replica, then every link
     /// switched; returns when the group's connections point at the new
     /// primary.
@@ -1022,6 +1051,7 @@ impl Chaos<'_> {
                 .wait_replicating(primary, REPLICATION_TIMEOUT)
                 .map_err(redis_error("the replica did not catch up"))?;
         }
+        let refused_before = self.refusals()?;
         let detail = "FAILOVER to the replica (writes paused until it has them all), then every link switched".to_owned();
         let f = self.note_fault(FaultKind::Failover, None, detail, now, now)?;
         let (primary, standby, _) = self.pair()?;
@@ -1038,6 +1068,7 @@ impl Chaos<'_> {
             fault: f,
             took_us: self.harness.us(back) - self.harness.us(now),
             lost_bytes: Some(0),
+            refused_before,
             ..FailoverRun::default()
         });
         Ok(back)
@@ -1053,16 +1084,14 @@ impl Chaos<'_> {
         length: Duration,
         now: Instant,
     ) -> Result<(), ChaosError> {
-        let refused_before = {
+        let refused_before = self.refusals()?;
+        {
             let (primary, standby, link) = self.pair()?;
             standby
                 .wait_replicating(primary, REPLICATION_TIMEOUT)
                 .map_err(redis_error("the replica did not catch up"))?;
             link.blackhole(now + Duration::from_secs(24 * 3600));
-            primary
-                .error_count("NOREPLICAS")
-                .map_err(redis_error("INFO errorstats failed"))?
-        };
+        }
         let moved: Vec<WorkerId> = self
             .instances
             .keys()
@@ -1130,9 +1159,6 @@ impl Chaos<'_> {
             primary.replication().map_err(redis_error("INFO replication failed"))?,
             standby.replication().map_err(redis_error("INFO replication failed"))?,
         );
-        let refused = primary
-            .error_count("NOREPLICAS")
-            .map_err(redis_error("INFO errorstats failed"))?;
         standby
             .promote()
             .map_err(redis_error("REPLICAOF NO ONE failed"))?;
@@ -1142,7 +1168,6 @@ impl Chaos<'_> {
         self.rejoin()?;
         let run = &mut self.failovers[failover];
         run.lost_bytes = Some(theirs.offset.saturating_sub(mine.offset));
-        run.refused = Some(refused.saturating_sub(run.refused_before));
         run.took_us = self.harness.us(Instant::now()) - self.harness.us(now);
         Ok(())
     }
@@ -1150,28 +1175,21 @@ impl Chaos<'_> {
     /// The end of a split: the workers left on the deposed primary move to
     /// the new one, and the deposed primary rejoins.
     fn end_split(&mut self, failover: usize, now: Instant) -> Result<(), ChaosError> {
-        let (deposed, primary) = {
+        let (deposed, to) = {
             let (primary, deposed, _) = self.pair()?;
             (
                 deposed
                     .replication()
                     .map_err(redis_error("INFO replication failed"))?,
-                (
-                    primary.addr(),
-                    deposed
-                        .error_count("NOREPLICAS")
-                        .map_err(redis_error("INFO errorstats failed"))?,
-                ),
+                primary.addr(),
             )
         };
-        let (to, refused) = primary;
         let left = std::mem::take(&mut self.split_pending);
         self.switch_links(Some(&left), to);
         self.switch_links(None, to);
         self.rejoin()?;
         let run = &mut self.failovers[failover];
         run.lost_bytes = Some(deposed.offset.saturating_sub(run.promoted_offset));
-        run.refused = Some(refused.saturating_sub(run.refused_before));
         run.took_us = self.harness.us(Instant::now()) - self.harness.us(now);
         Ok(())
     }
@@ -1255,6 +1273,7 @@ impl Chaos<'_> {
             fault: f,
             took_us: self.harness.us(back) - self.harness.us(now),
             keys_moved: Some(moved),
+            cut_us: u64::try_from(hold.as_micros()).unwrap_or(u64::MAX),
             lost_bytes: Some(0),
             ..FailoverRun::default()
         });
@@ -1335,6 +1354,14 @@ impl Chaos<'_> {
             })?;
         }
         let summary = checker.summary();
+        // Each failover's refusals: until the next one, or the end.
+        if self.replica.is_some() {
+            let mut next = self.refusals()?;
+            for run in self.failovers.iter_mut().rev() {
+                run.refused = Some(next.saturating_sub(run.refused_before));
+                next = run.refused_before;
+            }
+        }
         let failovers = failovers(&checker, &self.faults, &self.failovers, shutdown_us);
         let clock_steps = clock_steps(
             &checker,
