@@ -592,7 +592,10 @@ mod tests {
         let old = link.upstream_addrs();
         assert_eq!(link.set_upstream(second), 1);
         assert_eq!(link.upstream(), second);
-        assert!(round_trip(&mut s, b"gone").is_err(), "the old connection is reset");
+        assert!(
+            round_trip(&mut s, b"gone").is_err(),
+            "the old connection is reset"
+        );
         let mut s = connect(&link);
         assert_eq!(round_trip(&mut s, b"two").unwrap(), b"two");
         let new = link.upstream_addrs();

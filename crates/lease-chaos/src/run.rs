@@ -13,9 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lease_chaos::harness::{
-    AdapterKind, Control, Happened, Harness, HarnessError, Work, WorkerId,
-};
+use lease_chaos::harness::{AdapterKind, Control, Happened, Harness, HarnessError, Work, WorkerId};
 use lease_chaos::proxy::{Latency, Link, Proxy};
 use lease_chaos::sink::FencingSink;
 use lease_core::IdleReason;
@@ -188,7 +186,11 @@ pub(crate) fn run(args: &Args) -> Result<Report, ChaosError> {
     })?;
     eprintln!(
         "lease-chaos: {} on {}{}, adapter {}, {} workers, interval {} ms, mode {}, faults {}, seed {}, {} s; history {}",
-        if cluster.is_some() { "Redis Cluster (3 masters, 3 replicas)" } else { "redis-server" },
+        if cluster.is_some() {
+            "Redis Cluster (3 masters, 3 replicas)"
+        } else {
+            "redis-server"
+        },
         upstream,
         match &replica {
             Some((standby, _)) => format!(" (replica on {})", standby.addr()),
@@ -268,16 +270,31 @@ struct Instance {
 /// Something the controller must do later, for a fault.
 #[derive(Debug)]
 enum Action {
-    Spawn { seat: usize },
-    Cancel { id: WorkerId },
-    ClearLatency { id: WorkerId },
-    LiftBlackhole { id: WorkerId, reset: bool },
-    DisarmReset { id: WorkerId },
+    Spawn {
+        seat: usize,
+    },
+    Cancel {
+        id: WorkerId,
+    },
+    ClearLatency {
+        id: WorkerId,
+    },
+    LiftBlackhole {
+        id: WorkerId,
+        reset: bool,
+    },
+    DisarmReset {
+        id: WorkerId,
+    },
     /// The end of a lossy failover's cut: promote the replica, switch.
-    Promote { failover: usize },
+    Promote {
+        failover: usize,
+    },
     /// The end of a split: the rest of the group moves, the deposed
     /// primary rejoins.
-    EndSplit { failover: usize },
+    EndSplit {
+        failover: usize,
+    },
 }
 
 struct Pending {
@@ -1156,8 +1173,12 @@ impl Chaos<'_> {
     fn promote(&mut self, failover: usize, now: Instant) -> Result<(), ChaosError> {
         let (primary, standby, _) = self.pair()?;
         let (theirs, mine) = (
-            primary.replication().map_err(redis_error("INFO replication failed"))?,
-            standby.replication().map_err(redis_error("INFO replication failed"))?,
+            primary
+                .replication()
+                .map_err(redis_error("INFO replication failed"))?,
+            standby
+                .replication()
+                .map_err(redis_error("INFO replication failed"))?,
         );
         standby
             .promote()
@@ -1196,9 +1217,10 @@ impl Chaos<'_> {
 
     /// The group's hash slot, its master and that master's replicas.
     fn group_slot(&self) -> Result<(u16, usize, Vec<usize>), ChaosError> {
-        let cluster = self.cluster.as_ref().ok_or_else(|| {
-            ChaosError::Usage("a cluster fault needs a Redis Cluster".into())
-        })?;
+        let cluster = self
+            .cluster
+            .as_ref()
+            .ok_or_else(|| ChaosError::Usage("a cluster fault needs a Redis Cluster".into()))?;
         let tag = format!("{{{GROUP}}}");
         let slot = cluster
             .key_slot(&tag)
@@ -1253,7 +1275,9 @@ impl Chaos<'_> {
         };
         let others: Vec<usize> = masters.into_iter().filter(|&m| m != from).collect();
         let Some(&to) = others.get((d.pick % others.len().max(1) as u64) as usize) else {
-            return Err(ChaosError::Usage("no other master to move the slot to".into()));
+            return Err(ChaosError::Usage(
+                "no other master to move the slot to".into(),
+            ));
         };
         let hold = self.l([0.0, 0.25, 0.5, 1.0][d.a]);
         let detail = format!(

@@ -171,5 +171,8 @@ fn cluster_faults_refuse_faults_that_need_one_server() {
     );
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("restart cannot run against a Redis Cluster"), "{stderr}");
+    assert!(
+        stderr.contains("restart cannot run against a Redis Cluster"),
+        "{stderr}"
+    );
 }

@@ -134,7 +134,10 @@ impl RedisCluster {
             if Instant::now() >= deadline {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
-                    format!("replicas not linked within {timeout:?}: {}", down.join(", ")),
+                    format!(
+                        "replicas not linked within {timeout:?}: {}",
+                        down.join(", ")
+                    ),
                 ));
             }
             thread::sleep(Duration::from_millis(20));

@@ -70,7 +70,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use cluster::RedisCluster;
-pub use replica::{REPLICATION_TIMEOUT, Replication, ReplicatedRedis};
+pub use replica::{REPLICATION_TIMEOUT, ReplicatedRedis, Replication};
 pub use server::RedisServer;
 pub use test_redis::TestRedis;
 pub use util::command;

@@ -86,7 +86,8 @@ impl RedisServer {
     pub fn failover_to_replica(&self, replica: &RedisServer) -> io::Result<()> {
         self.command(&["FAILOVER", "TIMEOUT", "5000"])?;
         let deadline = Instant::now() + REPLICATION_TIMEOUT;
-        while !(replica.replication()?.is_primary() && !self.replication()?.is_primary()) {
+        // Until the replica is a primary and this node is not.
+        while !replica.replication()?.is_primary() || self.replication()?.is_primary() {
             if Instant::now() >= deadline {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,

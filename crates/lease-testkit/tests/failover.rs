@@ -67,7 +67,9 @@ fn a_cluster_with_replicas_fails_over_and_moves_a_slot() {
     cluster.failover_to(replicas[0]).unwrap();
     assert_eq!(cluster.master_of_slot(slot).unwrap(), replicas[0]);
     assert_eq!(
-        cluster.command_on(replicas[0], &["GET", "{group}:1"]).unwrap(),
+        cluster
+            .command_on(replicas[0], &["GET", "{group}:1"])
+            .unwrap(),
         Value::BulkString(b"v".to_vec())
     );
 
