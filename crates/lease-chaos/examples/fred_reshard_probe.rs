@@ -42,12 +42,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let calls = tokio::spawn(async move {
         let (mut ok_after, mut hung_after, mut migrated_seen) = (0u32, 0u32, false);
         for i in 0..CALLS {
-            let keys = vec![format!("{{g}}:{}", i / 4), format!("{{g}}:{}", i / 4 + 1000)];
+            let keys = vec![
+                format!("{{g}}:{}", i / 4),
+                format!("{{g}}:{}", i / 4 + 1000),
+            ];
             let call = client.eval::<i64, _, _, _>(script, keys, Vec::<String>::new());
             let result = tokio::time::timeout(Duration::from_millis(500), call)
                 .await
                 .unwrap_or_else(|_| Err(Error::new(ErrorKind::Timeout, "no reply in 500 ms")));
-            println!("call {i}: {:?}", result.as_ref().map_err(ToString::to_string));
+            println!(
+                "call {i}: {:?}",
+                result.as_ref().map_err(ToString::to_string)
+            );
             if i >= 20 {
                 migrated_seen = true;
                 match result {
