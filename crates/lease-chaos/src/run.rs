@@ -247,7 +247,6 @@ pub(crate) fn run(args: &Args) -> Result<Report, ChaosError> {
         clock_standdowns_us: Vec::new(),
         clock_steps: Vec::new(),
         failovers: Vec::new(),
-        split_pending: Vec::new(),
         last_cluster_failover: None,
     };
     chaos.go()
@@ -356,8 +355,6 @@ struct Chaos<'a> {
     clock_steps: Vec<(usize, i64, i64)>,
     /// Each failover (of a primary or of the cluster) and what it lost.
     failovers: Vec<FailoverRun>,
-    /// The workers a split left on the deposed primary.
-    split_pending: Vec<WorkerId>,
     /// When the latest `CLUSTER FAILOVER` began.
     last_cluster_failover: Option<Instant>,
 }
@@ -1138,12 +1135,11 @@ impl Chaos<'_> {
             ..FailoverRun::default()
         });
         if kind == FaultKind::FailoverSplit {
-            let (primary, standby, _) = self.pair()?;
+            let (_, standby, _) = self.pair()?;
             let promoted_at = standby
                 .replication()
                 .map_err(redis_error("INFO replication failed"))?
                 .offset;
-            let _ = primary;
             standby
                 .promote()
                 .map_err(redis_error("REPLICAOF NO ONE failed"))?;
@@ -1154,12 +1150,6 @@ impl Chaos<'_> {
             // rest keep the connections to the deposed one.
             self.proxy.set_upstream(to);
             self.switch_links(Some(&moved), to);
-            self.split_pending = self
-                .instances
-                .keys()
-                .copied()
-                .filter(|id| !moved.contains(id))
-                .collect();
             self.later(now + length, Some(f), Action::EndSplit { failover });
         } else {
             self.later(now + length, Some(f), Action::Promote { failover });
@@ -1205,8 +1195,7 @@ impl Chaos<'_> {
                 primary.addr(),
             )
         };
-        let left = std::mem::take(&mut self.split_pending);
-        self.switch_links(Some(&left), to);
+        // The workers left behind move now.
         self.switch_links(None, to);
         self.rejoin()?;
         let run = &mut self.failovers[failover];
