@@ -24,6 +24,8 @@
 //!   can [replicate](RedisServer::replicate_from), be
 //!   [promoted](RedisServer::promote) and report its
 //!   [replication state](RedisServer::replication).
+//! * [`RedisSentinel`]: Sentinel (`redis-server --sentinel`) watching a
+//!   primary, with `SENTINEL FAILOVER`.
 //! * [`command`]: one admin command (`SCRIPT FLUSH`, `CLIENT KILL`, `INFO`,
 //!   …) on a redis-rs [`Connection`](redis::Connection) from `connect()`;
 //!   every `command` method returns a redis-rs [`Value`](redis::Value).
@@ -61,6 +63,7 @@ mod cluster;
 mod cluster_ops;
 mod fake_clock;
 mod replica;
+mod sentinel;
 mod server;
 mod test_redis;
 mod util;
@@ -71,6 +74,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use cluster::RedisCluster;
 pub use replica::{REPLICATION_TIMEOUT, ReplicatedRedis, Replication};
+pub use sentinel::RedisSentinel;
 pub use server::RedisServer;
 pub use test_redis::TestRedis;
 pub use util::command;

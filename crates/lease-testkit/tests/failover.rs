@@ -93,3 +93,21 @@ fn a_cluster_with_replicas_fails_over_and_moves_a_slot() {
         .unwrap_err();
     assert!(err.to_string().contains("MOVED"), "{err}");
 }
+
+#[test]
+fn sentinel_reports_the_primary_and_fails_over_to_the_replica() {
+    use lease_testkit::RedisSentinel;
+    let pair = ReplicatedRedis::start().unwrap();
+    let sentinel =
+        RedisSentinel::start(pair.primary(), "leases", 1, Duration::from_secs(20)).unwrap();
+    assert_eq!(sentinel.primary_addr().unwrap(), pair.primary().addr());
+    assert_eq!(
+        sentinel.url(),
+        format!("redis+sentinel://127.0.0.1:{}/leases", sentinel.port())
+    );
+    let new = sentinel
+        .failover(pair.primary().addr(), Duration::from_secs(30))
+        .unwrap();
+    assert_eq!(new, pair.replica().addr());
+    assert!(pair.replica().replication().unwrap().is_primary());
+}
