@@ -176,3 +176,84 @@ fn cluster_faults_refuse_faults_that_need_one_server() {
         "{stderr}"
     );
 }
+
+/// lease-fred resolves the primary through Sentinel (`redis-sentinel://`):
+/// after `SENTINEL FAILOVER` the group registers on the promoted replica
+/// and holds every slot again, and the history checks clean.
+#[test]
+fn fred_workers_follow_a_sentinel_failover() {
+    use std::time::{Duration, Instant};
+
+    use lease_chaos::harness::{AdapterKind, Harness};
+    use lease_testkit::{RedisSentinel, ReplicatedRedis, unique_name};
+
+    let pair = ReplicatedRedis::start().unwrap();
+    let sentinel =
+        RedisSentinel::start(pair.primary(), "leases", 1, Duration::from_secs(20)).unwrap();
+    let interval = Duration::from_millis(200);
+    let options = lease_core::Options::new(unique_name("sentinel"), interval);
+    let mut harness = Harness::new(AdapterKind::Fred, options, Instant::now());
+    for k in 0..3 {
+        harness.spawn(&format!("w{k}"), sentinel.url()).unwrap();
+    }
+    // Every slot of n = 3 held by a valid lease.
+    let covered = |harness: &mut Harness, within: Duration| {
+        let deadline = Instant::now() + within;
+        loop {
+            while harness.next(Duration::from_millis(10)).unwrap().is_some() {}
+            let now = Instant::now();
+            let mut held: Vec<(u32, u32)> = harness
+                .workers()
+                .filter_map(|w| w.held)
+                .filter(|lease| lease.is_valid_at(now))
+                .map(|lease| (lease.i(), lease.n()))
+                .collect();
+            held.sort_unstable();
+            if held == [(0, 3), (1, 3), (2, 3)] {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{:?}", harness.records());
+        }
+    };
+    covered(&mut harness, Duration::from_secs(15));
+    let calls = |server: &lease_testkit::RedisServer| {
+        let info: String =
+            redis::from_redis_value(server.command(&["INFO", "commandstats"]).unwrap()).unwrap();
+        info.lines()
+            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+            .filter_map(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum::<u64>()
+    };
+    assert_eq!(calls(pair.replica()), 0, "a replica runs no script");
+    let new = sentinel
+        .failover(pair.primary().addr(), Duration::from_secs(30))
+        .unwrap();
+    assert_eq!(new, pair.replica().addr());
+    // Sentinel reports the new primary first and demotes the old one
+    // after; until then both accept writes.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pair.primary().replication().unwrap().is_primary() {
+        assert!(Instant::now() < deadline, "the old primary was not demoted");
+        while harness.next(Duration::from_millis(10)).unwrap().is_some() {}
+    }
+    // Four intervals on: registrations reach the new primary, and the
+    // group holds every slot.
+    let until = Instant::now() + interval * 4;
+    while Instant::now() < until {
+        while harness.next(Duration::from_millis(10)).unwrap().is_some() {}
+    }
+    covered(&mut harness, Duration::from_secs(15));
+    assert!(calls(pair.replica()) > 0, "the workers use the new primary");
+    let (end, stuck) = harness.stop(Duration::from_secs(3), |_| {}).unwrap();
+    assert!(stuck.is_empty(), "{stuck:?}");
+    let end_us = harness.us(end);
+    let verdict = lease_history::check(harness.records(), Some(end_us));
+    assert!(verdict.is_ok(), "{verdict:?}");
+}

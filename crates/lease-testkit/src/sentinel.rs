@@ -98,10 +98,15 @@ impl RedisSentinel {
         self.port.port()
     }
 
-    /// `redis+sentinel://127.0.0.1:port/name`, the URL clients that resolve
-    /// the primary through Sentinel take (fred's `Config::from_url`).
+    /// `redis-sentinel://127.0.0.1:port/0?sentinelServiceName=name`: the
+    /// URL fred's `Config::from_url` takes to resolve the primary through
+    /// this Sentinel.
     pub fn url(&self) -> String {
-        format!("redis+sentinel://{}/{}", self.addr(), self.name)
+        format!(
+            "redis-sentinel://{}/0?sentinelServiceName={}",
+            self.addr(),
+            self.name
+        )
     }
 
     /// Runs one command on the Sentinel.

@@ -103,7 +103,10 @@ fn sentinel_reports_the_primary_and_fails_over_to_the_replica() {
     assert_eq!(sentinel.primary_addr().unwrap(), pair.primary().addr());
     assert_eq!(
         sentinel.url(),
-        format!("redis+sentinel://127.0.0.1:{}/leases", sentinel.port())
+        format!(
+            "redis-sentinel://127.0.0.1:{}/0?sentinelServiceName=leases",
+            sentinel.port()
+        )
     );
     let new = sentinel
         .failover(pair.primary().addr(), Duration::from_secs(30))
