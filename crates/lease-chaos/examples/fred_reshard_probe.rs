@@ -5,10 +5,13 @@
 //! A script over two keys of one hash tag runs every 20 ms, each call bounded
 //! by 500 ms, while the tag's slot moves to another master and stays
 //! migrating for 100 ms (a script whose keys are split between the two nodes
-//! gets `TRYAGAIN`). Prints every call's outcome and a summary line.
+//! gets `TRYAGAIN`). Prints every call's outcome and a summary line. With
+//! `PROBE_TUNED=1` the client gets 10 command attempts, 10 redirections and
+//! fred's unresponsive-connection check (300 ms): it does not help.
 //!
 //! ```text
 //! cargo run --release -p lease-chaos --example fred_reshard_probe
+//! PROBE_TUNED=1 cargo run --release -p lease-chaos --example fred_reshard_probe
 //! ```
 
 use std::time::Duration;
@@ -16,6 +19,7 @@ use std::time::Duration;
 use fred::prelude::{
     Builder, ClientLike, Config, Error, ErrorKind, LuaInterface, ReconnectPolicy, ServerConfig,
 };
+use fred::types::config::UnresponsiveConfig;
 use lease_testkit::RedisCluster;
 
 const CALLS: u32 = 60;
@@ -33,9 +37,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         fail_fast: false,
         ..Config::default()
     };
-    let client = Builder::from_config(config)
-        .set_policy(ReconnectPolicy::new_constant(0, 10))
-        .build()?;
+    let mut builder = Builder::from_config(config);
+    builder.set_policy(ReconnectPolicy::new_constant(0, 10));
+    if std::env::var_os("PROBE_TUNED").is_some() {
+        // More attempts and redirections, and a connection that hangs is
+        // closed and reconnected.
+        builder.with_connection_config(|c| {
+            c.max_command_attempts = 10;
+            c.max_redirections = 10;
+            c.unresponsive = UnresponsiveConfig {
+                max_timeout: Some(Duration::from_millis(300)),
+                interval: Duration::from_millis(50),
+            };
+        });
+    }
+    let client = builder.build()?;
     client.init().await?;
     let script = "redis.call('INCR', KEYS[1]); return redis.call('INCR', KEYS[2])";
     let slot = cluster.key_slot("{g}")?;
