@@ -36,6 +36,26 @@ pub(crate) enum FaultKind {
     /// it (libfaketime under the server). Not part of `all`: steps larger
     /// than the gap are outside the guarantee (docs/reliability.md).
     Clock,
+    /// Redis's coordinated `FAILOVER` to the replica (nothing acknowledged
+    /// is lost), then every link switched to the new primary. Not part of
+    /// `all`: it needs a replica.
+    Failover,
+    /// The replication link is cut for 0.5, 1, 2 or 3 intervals, then the
+    /// replica is promoted and every link switched to it: what the primary
+    /// took meanwhile is lost. Not part of `all`.
+    FailoverLossy,
+    /// **Known limit, expected to violate**: the replica is promoted at
+    /// once, half the workers move to it and the rest keep writing to the
+    /// deposed primary for 4 intervals (writes of several consecutive
+    /// intervals lost). Not part of `all`.
+    FailoverSplit,
+    /// `CLUSTER FAILOVER` on a replica of the master serving the group's
+    /// slot (a Redis Cluster with replicas). Not part of `all`.
+    ClusterFailover,
+    /// Moves the group's slot to another master while the group runs
+    /// (`SETSLOT … IMPORTING/MIGRATING`, `MIGRATE`, `SETSLOT … NODE`). Not
+    /// part of `all`.
+    Reshard,
 }
 
 impl FaultKind {
@@ -56,6 +76,41 @@ impl FaultKind {
         FaultKind::Burst,
     ];
 
+    /// The kinds that are named but not part of `all`.
+    pub(crate) const EXTRA: [FaultKind; 6] = [
+        FaultKind::Clock,
+        FaultKind::Failover,
+        FaultKind::FailoverLossy,
+        FaultKind::FailoverSplit,
+        FaultKind::ClusterFailover,
+        FaultKind::Reshard,
+    ];
+
+    /// A failover of a primary with a replica (the run starts one).
+    pub(crate) fn needs_replica(self) -> bool {
+        matches!(
+            self,
+            FaultKind::Failover | FaultKind::FailoverLossy | FaultKind::FailoverSplit
+        )
+    }
+
+    /// A fault of a Redis Cluster (the run starts one, with replicas).
+    pub(crate) fn needs_cluster(self) -> bool {
+        matches!(self, FaultKind::ClusterFailover | FaultKind::Reshard)
+    }
+
+    /// A fault that acts on the workers alone (no server, no proxy).
+    pub(crate) fn on_workers_only(self) -> bool {
+        matches!(
+            self,
+            FaultKind::Stall
+                | FaultKind::Crash
+                | FaultKind::Cancel
+                | FaultKind::Churn
+                | FaultKind::Burst
+        )
+    }
+
     /// The name used on the command line and in the history.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
@@ -73,6 +128,11 @@ impl FaultKind {
             FaultKind::Churn => "churn",
             FaultKind::Burst => "burst",
             FaultKind::Clock => "clock",
+            FaultKind::Failover => "failover",
+            FaultKind::FailoverLossy => "failover-lossy",
+            FaultKind::FailoverSplit => "failover-split",
+            FaultKind::ClusterFailover => "cluster-failover",
+            FaultKind::Reshard => "reshard",
         }
     }
 }
@@ -89,12 +149,12 @@ impl FromStr for FaultKind {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         FaultKind::ALL
             .into_iter()
-            .chain([FaultKind::Clock])
+            .chain(FaultKind::EXTRA)
             .find(|k| k.as_str() == s)
             .ok_or_else(|| {
                 let names: Vec<&str> = FaultKind::ALL
                     .iter()
-                    .chain(&[FaultKind::Clock])
+                    .chain(&FaultKind::EXTRA)
                     .map(|k| k.as_str())
                     .collect();
                 format!(
@@ -167,11 +227,18 @@ mod tests {
         let set: FaultSet = "clock".parse().unwrap();
         assert_eq!(set.0, vec![FaultKind::Clock]);
         assert_eq!(set.to_string(), "clock");
+        for kind in FaultKind::EXTRA {
+            assert!(!all.0.contains(&kind), "{kind}");
+        }
+        let set: FaultSet = "failover-lossy,failover".parse().unwrap();
+        assert_eq!(set.0, vec![FaultKind::Failover, FaultKind::FailoverLossy]);
+        assert!(set.0.iter().all(|k| k.needs_replica()));
+        assert!(FaultKind::Reshard.needs_cluster() && !FaultKind::Reshard.needs_replica());
     }
 
     #[test]
     fn names_round_trip() {
-        for kind in FaultKind::ALL.into_iter().chain([FaultKind::Clock]) {
+        for kind in FaultKind::ALL.into_iter().chain(FaultKind::EXTRA) {
             assert_eq!(kind.as_str().parse::<FaultKind>().unwrap(), kind);
         }
     }

@@ -49,10 +49,18 @@ pub(crate) struct Args {
     pub(crate) interval: u64,
     /// Faults to inject: `all`, `none`, or a comma-separated list of stall,
     /// crash, cancel, restart, pause, kill, latency, blackhole, reset,
-    /// flush, flushall, churn, burst, clock. `clock` (steps of the server's
-    /// clock by ±G/2 and ±2G, the server under libfaketime: needs a server
-    /// built with libc's malloc, e.g. `REDIS_SERVER_BIN=$(scripts/valkey.sh)`)
-    /// is not part of `all`.
+    /// flush, flushall, churn, burst, clock, failover, failover-lossy,
+    /// failover-split, cluster-failover, reshard. Not part of `all`:
+    /// `clock` (steps of the server's clock by ±G/2 and ±2G, the server
+    /// under libfaketime: needs a server built with libc's malloc, e.g.
+    /// `REDIS_SERVER_BIN=$(scripts/valkey.sh)`); `failover` (Redis's
+    /// coordinated FAILOVER to a replica), `failover-lossy` (the replica
+    /// cut off for 0.5-3 intervals, then promoted) and `failover-split`
+    /// (the known limit, expected to violate: part of the group stays on
+    /// the deposed primary), which start a replica; `cluster-failover` and
+    /// `reshard` (a 3-master Redis Cluster with replicas, the workers
+    /// connected to it directly; only with stall, crash, cancel, churn and
+    /// burst, and the redis or fred adapter).
     #[arg(long, default_value = "all")]
     pub(crate) faults: FaultSet,
     /// Seed of the fault sequence (kinds, victims, durations, jitter).
@@ -82,6 +90,19 @@ pub(crate) struct Args {
     /// Tasks in the task source (task `t` belongs to slot `t % n`).
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub(crate) tasks: u64,
+    /// `min-replicas-to-write` of the primary and its replica (with the
+    /// failover faults): the primary refuses writes while fewer replicas
+    /// are connected and caught up (0: off, Redis's default).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) min_replicas_to_write: u32,
+    /// `min-replicas-max-lag`, in seconds (Redis's unit), with
+    /// `--min-replicas-to-write`.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub(crate) min_replicas_max_lag: u32,
+    /// How long `failover-split` leaves part of the group on the deposed
+    /// primary, in intervals.
+    #[arg(long, default_value_t = 4.0)]
+    pub(crate) split_intervals: f64,
     /// Print every fault to stderr as it is injected.
     #[arg(long, short)]
     pub(crate) verbose: bool,

@@ -13,7 +13,10 @@
 //!   reset instead (a lost reply: Redis executed the request); the proxy
 //!   then counts how often the same command is sent again (a client's own
 //!   re-send);
-//! - the Redis-side address of each connection, for `CLIENT KILL`.
+//! - the Redis-side address of each connection, for `CLIENT KILL`;
+//! - its **upstream**, which can be switched to another server (a failover:
+//!   new connections go there, and the link's connections are reset, as a
+//!   client following the new primary would reconnect).
 //!
 //! Commands are recognised by decoding the client's bytes as RESP with
 //! `redis-protocol` (the parser fred is built on), so a registration is
@@ -41,11 +44,12 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-/// The proxy: one runtime serving every link, all to one upstream.
+/// The proxy: one runtime serving every link; new links forward to its
+/// upstream, each link to its own (the same unless switched).
 #[derive(Debug)]
 pub struct Proxy {
     runtime: Option<Runtime>,
-    upstream: SocketAddr,
+    upstream: Mutex<SocketAddr>,
 }
 
 impl Proxy {
@@ -58,8 +62,19 @@ impl Proxy {
             .build()?;
         Ok(Self {
             runtime: Some(runtime),
-            upstream,
+            upstream: Mutex::new(upstream),
         })
+    }
+
+    /// Where new links forward to (links made earlier keep theirs; switch
+    /// them with [`Link::set_upstream`]).
+    pub fn set_upstream(&self, upstream: SocketAddr) {
+        *self.upstream.lock().unwrap_or_else(|e| e.into_inner()) = upstream;
+    }
+
+    /// Where new links forward to.
+    pub fn upstream(&self) -> SocketAddr {
+        *self.upstream.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A new link (a listener on a free loopback port); `seed` drives its
@@ -68,8 +83,7 @@ impl Proxy {
         let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
-        let ctl = Arc::new(LinkCtl::new(seed));
-        let upstream = self.upstream;
+        let ctl = Arc::new(LinkCtl::new(seed, self.upstream()));
         let accepting = ctl.clone();
         let Some(runtime) = &self.runtime else {
             return Err(io::Error::other("the proxy has shut down"));
@@ -81,7 +95,7 @@ impl Proxy {
             loop {
                 match listener.accept().await {
                     Ok((client, _)) => {
-                        tokio::spawn(serve(client, upstream, accepting.clone()));
+                        tokio::spawn(serve(client, accepting.clone()));
                     }
                     Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
                 }
@@ -173,6 +187,18 @@ impl Link {
         self.ctl.reset_all()
     }
 
+    /// Forwards new connections to `upstream` and resets the link's
+    /// connections (to the old one); returns how many were reset.
+    pub fn set_upstream(&self, upstream: SocketAddr) -> usize {
+        self.ctl.state().upstream = upstream;
+        self.ctl.reset_all()
+    }
+
+    /// Where the link forwards new connections to.
+    pub fn upstream(&self) -> SocketAddr {
+        self.ctl.state().upstream
+    }
+
     /// The Redis-side client addresses (`ip:port` as `CLIENT LIST` shows
     /// them) of the link's connections.
     pub fn upstream_addrs(&self) -> Vec<SocketAddr> {
@@ -211,6 +237,7 @@ struct Conn {
 
 #[derive(Debug)]
 struct LinkState {
+    upstream: SocketAddr,
     latency: Option<Latency>,
     blackhole_until: Option<Instant>,
     reset_armed: bool,
@@ -231,9 +258,10 @@ struct LinkCtl {
 }
 
 impl LinkCtl {
-    fn new(seed: u64) -> Self {
+    fn new(seed: u64, upstream: SocketAddr) -> Self {
         Self {
             state: Mutex::new(LinkState {
+                upstream,
                 latency: None,
                 blackhole_until: None,
                 reset_armed: false,
@@ -340,7 +368,8 @@ enum Dir {
 
 /// Forwards one accepted connection until either side closes or the link
 /// kills it. Both sockets linger 0, so closing them resets the connection.
-async fn serve(client: TcpStream, upstream: SocketAddr, ctl: Arc<LinkCtl>) {
+async fn serve(client: TcpStream, ctl: Arc<LinkCtl>) {
+    let upstream = ctl.state().upstream;
     let _ = client.set_nodelay(true);
     let _ = client.set_zero_linger();
     let server =
@@ -355,6 +384,11 @@ async fn serve(client: TcpStream, upstream: SocketAddr, ctl: Arc<LinkCtl>) {
     };
     let kill = CancellationToken::new();
     let id = ctl.register(upstream_local, kill.clone());
+    if ctl.state().upstream != upstream {
+        // Switched while this one connected: it must not stay on the old one.
+        ctl.deregister(id);
+        return;
+    }
     let doomed = AtomicBool::new(false);
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
@@ -432,8 +466,12 @@ async fn pump(
     tokio::pin!(read, write);
     tokio::select! {
         () = &mut write => {}
-        // The reader saw the end: deliver what is still queued, then stop.
-        () = &mut read => write.await,
+        // The reader saw the end: deliver what is still queued, then the
+        // end itself, which a blackhole holds like any other byte.
+        () = &mut read => {
+            write.await;
+            ctl.wait_blackhole().await;
+        }
     }
 }
 
@@ -542,6 +580,30 @@ mod tests {
         assert_eq!(link.upstream_addrs().len(), 1);
         assert!(link.url().starts_with("redis://127.0.0.1:"));
         assert_eq!(link.counts(), (1, 0));
+    }
+
+    #[test]
+    fn switching_the_upstream_resets_the_link_and_reconnects_elsewhere() {
+        let (first, second) = (echo_server(), echo_server());
+        let proxy = Proxy::new(first).unwrap();
+        let link = proxy.link(5).unwrap();
+        let mut s = connect(&link);
+        assert_eq!(round_trip(&mut s, b"one").unwrap(), b"one");
+        let old = link.upstream_addrs();
+        assert_eq!(link.set_upstream(second), 1);
+        assert_eq!(link.upstream(), second);
+        assert!(
+            round_trip(&mut s, b"gone").is_err(),
+            "the old connection is reset"
+        );
+        let mut s = connect(&link);
+        assert_eq!(round_trip(&mut s, b"two").unwrap(), b"two");
+        let new = link.upstream_addrs();
+        assert_eq!(new.len(), 1);
+        assert_ne!(new, old);
+        // New links follow the proxy's upstream.
+        proxy.set_upstream(second);
+        assert_eq!(proxy.link(6).unwrap().upstream(), second);
     }
 
     #[test]

@@ -203,6 +203,96 @@ pub(crate) fn clock_steps(
         .collect()
 }
 
+/// One failover (of a primary, or in a cluster) as the controller did it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct FailoverRun {
+    /// Its fault's index.
+    pub(crate) fault: usize,
+    /// How long the replication was cut before the promotion (lossy,
+    /// split), or the slot held migrating (reshard), in microseconds.
+    pub(crate) cut_us: u64,
+    /// Bytes of the replication stream the promoted node never got: what
+    /// the old primary took after the cut (0 for a coordinated failover).
+    pub(crate) lost_bytes: Option<u64>,
+    /// Writes the two nodes refused with `NOREPLICAS`
+    /// (`--min-replicas-to-write`) from this failover to the next one (or
+    /// the end).
+    pub(crate) refused: Option<u64>,
+    /// Both nodes' `NOREPLICAS` count when it began.
+    pub(crate) refused_before: u64,
+    /// The promoted node's replication offset at a split's promotion.
+    pub(crate) promoted_offset: u64,
+    /// Keys moved (a reshard).
+    pub(crate) keys_moved: Option<usize>,
+    /// How long the controller's part took (FAILOVER, the switch, the
+    /// migration), in microseconds.
+    pub(crate) took_us: u64,
+}
+
+/// What one failover did, over its window (until the next fault, or the
+/// end).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FailoverStats {
+    pub(crate) kind: FaultKind,
+    pub(crate) at_us: u64,
+    pub(crate) run: FailoverRun,
+    /// Leases that ended in the window.
+    pub(crate) standdowns: u64,
+    /// From the fault's end (the promotion, the end of the split, the
+    /// migration's end) until the group was fully covered again for good.
+    pub(crate) recovery_us: Option<u64>,
+    /// Exclusivity violations that started in the window.
+    pub(crate) violations: u64,
+    /// Fencing violations whose later holding started in the window.
+    pub(crate) fencing: u64,
+}
+
+/// The stats of each failover.
+pub(crate) fn failovers(
+    checker: &Checker,
+    faults: &[FaultRun],
+    runs: &[FailoverRun],
+    until_us: u64,
+) -> Vec<FailoverStats> {
+    let released: Vec<u64> = checker
+        .holdings()
+        .iter()
+        .filter(|h| h.end == HoldingEnd::Released)
+        .map(|h| h.end_us)
+        .collect();
+    let in_window = |t: u64, a: u64, b: u64| a <= t && t < b;
+    runs.iter()
+        .filter_map(|run| {
+            let fault = faults.get(run.fault)?;
+            let a = fault.start_us;
+            let b = faults
+                .iter()
+                .map(|f| f.start_us)
+                .filter(|&s| s > a)
+                .min()
+                .unwrap_or(until_us)
+                .max(a);
+            let count = |ts: &mut dyn Iterator<Item = u64>| {
+                ts.filter(|&t| in_window(t, a, b)).count() as u64
+            };
+            Some(FailoverStats {
+                kind: fault.kind,
+                at_us: a,
+                run: run.clone(),
+                standdowns: count(&mut released.iter().copied()),
+                recovery_us: recovery_us(checker.covered_spans(), fault.end_us.clamp(a, b), b),
+                violations: count(&mut checker.violations().iter().map(|v| v.start_us)),
+                fencing: count(
+                    &mut checker
+                        .fencing_violations()
+                        .iter()
+                        .map(|v| v.later.start_us),
+                ),
+            })
+        })
+        .collect()
+}
+
 /// How the run was set up, for the report.
 #[derive(Clone, Debug)]
 pub(crate) struct Setup {
@@ -237,6 +327,8 @@ pub(crate) struct Report {
     pub(crate) long_mid_stalls: u64,
     /// Each step of the server clock (`--faults clock`).
     pub(crate) clock_steps: Vec<ClockStepStats>,
+    /// Each failover, split or reshard.
+    pub(crate) failovers: Vec<FailoverStats>,
 }
 
 fn ms(us: u64) -> String {
@@ -327,6 +419,41 @@ impl Report {
                     opt_ms(c.recovery_us),
                     c.violations,
                     c.fencing
+                );
+            }
+        }
+        if !self.failovers.is_empty() {
+            let _ = writeln!(
+                out,
+                "{:>10} {:<16} {:>7} {:>10} {:>8} {:>5} {:>7} {:>11} {:>12} {:>10} {:>7}",
+                "at_s",
+                "failover",
+                "cut_ms",
+                "lost_bytes",
+                "refused",
+                "keys",
+                "took_ms",
+                "stand-downs",
+                "recovery_ms",
+                "violations",
+                "fencing"
+            );
+            let opt = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
+            for f in &self.failovers {
+                let _ = writeln!(
+                    out,
+                    "{:>10.3} {:<16} {:>7} {:>10} {:>8} {:>5} {:>7} {:>11} {:>12} {:>10} {:>7}",
+                    f.at_us as f64 / 1e6,
+                    f.kind.as_str(),
+                    ms(f.run.cut_us),
+                    opt(f.run.lost_bytes),
+                    opt(f.run.refused),
+                    opt(f.run.keys_moved.map(|k| k as u64)),
+                    ms(f.run.took_us),
+                    f.standdowns,
+                    opt_ms(f.recovery_us),
+                    f.violations,
+                    f.fencing
                 );
             }
         }

@@ -13,19 +13,26 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lease_chaos::harness::{Control, Happened, Harness, HarnessError, Work, WorkerId};
+use lease_chaos::harness::{AdapterKind, Control, Happened, Harness, HarnessError, Work, WorkerId};
 use lease_chaos::proxy::{Latency, Link, Proxy};
 use lease_chaos::sink::FencingSink;
 use lease_core::IdleReason;
 use lease_history::timeline::{TimelineOptions, svg_with};
 use lease_history::{Checker, HistoryWriter, Record};
-use lease_testkit::RedisServer;
+use lease_testkit::{REPLICATION_TIMEOUT, RedisCluster, RedisServer};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::Args;
 use crate::faults::FaultKind;
-use crate::report::{FaultRun, Report, Setup, clock_steps, per_kind};
+use crate::report::{FailoverRun, FaultRun, Report, Setup, clock_steps, failovers, per_kind};
+
+/// The group's name (its keys' hash tag is `{chaos}`).
+const GROUP: &str = "chaos";
+
+/// The least time between two manual failovers in the cluster: twice the
+/// testkit's `cluster-node-timeout` of 2 s, and a margin.
+const CLUSTER_VOTE_INTERVAL: Duration = Duration::from_millis(4500);
 
 /// The group needs to be fully covered this many intervals before the next
 /// fault (or the first one) is injected...
@@ -75,7 +82,7 @@ fn redis_error(what: &'static str) -> impl FnOnce(std::io::Error) -> ChaosError 
 /// Runs the whole chaos run of `args` and returns its report.
 pub(crate) fn run(args: &Args) -> Result<Report, ChaosError> {
     let interval = Duration::from_millis(args.interval);
-    let mut options = lease_core::Options::new("chaos", interval)
+    let mut options = lease_core::Options::new(GROUP, interval)
         .with_gap(args.gap)
         .with_mode(args.mode)
         .with_handover(args.handover);
@@ -96,21 +103,103 @@ pub(crate) fn run(args: &Args) -> Result<Report, ChaosError> {
     {
         return Err(ChaosError::Usage("stall lengths must be positive".into()));
     }
-    let server = if args.faults.0.contains(&FaultKind::Clock) {
-        // The clock fault steps the server's clock: libfaketime under it.
-        RedisServer::start_with_fake_clock()
-            .map_err(redis_error("cannot start the server under libfaketime"))?
+    let kinds = &args.faults.0;
+    let needs_replica = kinds.iter().any(|k| k.needs_replica());
+    let needs_cluster = kinds.iter().any(|k| k.needs_cluster());
+    if needs_cluster {
+        if let Some(k) = kinds
+            .iter()
+            .find(|k| !(k.needs_cluster() || k.on_workers_only()))
+        {
+            return Err(ChaosError::Usage(format!(
+                "{k} cannot run against a Redis Cluster (with cluster-failover or reshard only stall, crash, cancel, churn and burst)"
+            )));
+        }
+        if args.adapter == AdapterKind::Smol {
+            return Err(ChaosError::Usage(
+                "the cluster faults need the redis or fred adapter (lease-smol has no cluster client here)".into(),
+            ));
+        }
+    }
+    if needs_replica && kinds.contains(&FaultKind::Clock) {
+        return Err(ChaosError::Usage(
+            "clock steps and failovers cannot be combined (the replica has no fake clock)".into(),
+        ));
+    }
+    let mut server_args: Vec<String> = Vec::new();
+    if needs_replica {
+        // A resynchronisation must not wait for more replicas to come.
+        server_args.extend(["--repl-diskless-sync-delay".into(), "0".into()]);
+        if args.min_replicas_to_write > 0 {
+            server_args.extend([
+                "--min-replicas-to-write".into(),
+                args.min_replicas_to_write.to_string(),
+                "--min-replicas-max-lag".into(),
+                args.min_replicas_max_lag.to_string(),
+            ]);
+        }
+    }
+    let server_args: Vec<&str> = server_args.iter().map(String::as_str).collect();
+    let cluster = if needs_cluster {
+        Some(
+            RedisCluster::start_with_replicas(RedisCluster::DEFAULT_MASTERS, 1)
+                .map_err(redis_error("cannot start a Redis Cluster with replicas"))?,
+        )
     } else {
-        RedisServer::start().map_err(redis_error("cannot start redis-server"))?
+        None
     };
-    let proxy = Proxy::new(server.addr()).map_err(ChaosError::Proxy)?;
+    let server = if cluster.is_some() {
+        None
+    } else if kinds.contains(&FaultKind::Clock) {
+        // The clock fault steps the server's clock: libfaketime under it.
+        Some(
+            RedisServer::start_with_fake_clock()
+                .map_err(redis_error("cannot start the server under libfaketime"))?,
+        )
+    } else {
+        Some(
+            RedisServer::start_with_args(&server_args)
+                .map_err(redis_error("cannot start redis-server"))?,
+        )
+    };
+    let upstream = match (&server, &cluster) {
+        (Some(server), _) => server.addr(),
+        (None, Some(cluster)) => cluster.addrs()[0],
+        (None, None) => unreachable!("a server or a cluster was started"),
+    };
+    let proxy = Proxy::new(upstream).map_err(ChaosError::Proxy)?;
+    // The replica replicates through a link of the proxy, so that the
+    // replication can be cut (a blackhole holds every byte, the end of the
+    // connection too, as a partition would).
+    let replica = match (&server, needs_replica) {
+        (Some(primary), true) => {
+            let standby = RedisServer::start_with_args(&server_args)
+                .map_err(redis_error("cannot start the replica"))?;
+            let link = proxy.link(args.seed).map_err(ChaosError::Proxy)?;
+            standby
+                .replicate_from(link.addr())
+                .and_then(|()| standby.wait_replicating(primary, REPLICATION_TIMEOUT))
+                .map_err(redis_error("the replica did not catch up"))?;
+            Some((standby, link))
+        }
+        _ => None,
+    };
     let file = File::create(&args.history).map_err(|source| ChaosError::Write {
         path: args.history.clone(),
         source,
     })?;
     eprintln!(
-        "lease-chaos: redis-server on {}, adapter {}, {} workers, interval {} ms, mode {}, faults {}, seed {}, {} s; history {}",
-        server.addr(),
+        "lease-chaos: {} on {}{}, adapter {}, {} workers, interval {} ms, mode {}, faults {}, seed {}, {} s; history {}",
+        if cluster.is_some() {
+            "Redis Cluster (3 masters, 3 replicas)"
+        } else {
+            "redis-server"
+        },
+        upstream,
+        match &replica {
+            Some((standby, _)) => format!(" (replica on {})", standby.addr()),
+            None => String::new(),
+        },
         args.adapter,
         args.workers,
         args.interval,
@@ -140,6 +229,8 @@ pub(crate) fn run(args: &Args) -> Result<Report, ChaosError> {
         gap: interval.mul_f64(args.gap),
         tick,
         server,
+        replica,
+        cluster,
         proxy,
         sink,
         harness,
@@ -159,6 +250,8 @@ pub(crate) fn run(args: &Args) -> Result<Report, ChaosError> {
         long_mid_stalls: 0,
         clock_standdowns_us: Vec::new(),
         clock_steps: Vec::new(),
+        failovers: Vec::new(),
+        last_cluster_failover: None,
     };
     chaos.go()
 }
@@ -170,20 +263,41 @@ struct Seat {
     current: Option<WorkerId>,
 }
 
-/// One worker instance as the controller sees it: its seat and its link.
+/// One worker instance as the controller sees it: its seat and its link
+/// (none against a cluster: the workers connect to its nodes).
 struct Instance {
     seat: usize,
-    link: Link,
+    link: Option<Link>,
 }
 
 /// Something the controller must do later, for a fault.
 #[derive(Debug)]
 enum Action {
-    Spawn { seat: usize },
-    Cancel { id: WorkerId },
-    ClearLatency { id: WorkerId },
-    LiftBlackhole { id: WorkerId, reset: bool },
-    DisarmReset { id: WorkerId },
+    Spawn {
+        seat: usize,
+    },
+    Cancel {
+        id: WorkerId,
+    },
+    ClearLatency {
+        id: WorkerId,
+    },
+    LiftBlackhole {
+        id: WorkerId,
+        reset: bool,
+    },
+    DisarmReset {
+        id: WorkerId,
+    },
+    /// The end of a lossy failover's cut: promote the replica, switch.
+    Promote {
+        failover: usize,
+    },
+    /// The end of a split: the rest of the group moves, the deposed
+    /// primary rejoins.
+    EndSplit {
+        failover: usize,
+    },
 }
 
 struct Pending {
@@ -208,7 +322,11 @@ struct Chaos<'a> {
     interval: Duration,
     gap: Duration,
     tick: Duration,
-    server: RedisServer,
+    /// The primary (none against a cluster).
+    server: Option<RedisServer>,
+    /// The replica and the proxy link it replicates through (failovers).
+    replica: Option<(RedisServer, Link)>,
+    cluster: Option<RedisCluster>,
     proxy: Proxy,
     sink: Arc<FencingSink>,
     harness: Harness,
@@ -239,9 +357,20 @@ struct Chaos<'a> {
     clock_standdowns_us: Vec<u64>,
     /// Each clock step: its fault's index, its size and the offset after it.
     clock_steps: Vec<(usize, i64, i64)>,
+    /// Each failover (of a primary or of the cluster) and what it lost.
+    failovers: Vec<FailoverRun>,
+    /// When the latest `CLUSTER FAILOVER` began.
+    last_cluster_failover: Option<Instant>,
 }
 
 impl Chaos<'_> {
+    /// The single server, for the faults that need one.
+    fn server(&mut self) -> Result<&mut RedisServer, ChaosError> {
+        self.server.as_mut().ok_or_else(|| {
+            ChaosError::Usage("this fault needs a single server, not a cluster".into())
+        })
+    }
+
     fn l(&self, intervals: f64) -> Duration {
         self.interval.mul_f64(intervals)
     }
@@ -300,12 +429,17 @@ impl Chaos<'_> {
         if self.seats[seat].current.is_some() {
             return Ok(false);
         }
-        let link = self
-            .proxy
-            .link(self.rng.random())
-            .map_err(ChaosError::Proxy)?;
         let name = self.seats[seat].name.clone();
-        let id = self.harness.spawn(&name, link.url())?;
+        let (id, link) = match &self.cluster {
+            Some(cluster) => (self.harness.spawn_cluster(&name, cluster.urls())?, None),
+            None => {
+                let link = self
+                    .proxy
+                    .link(self.rng.random())
+                    .map_err(ChaosError::Proxy)?;
+                (self.harness.spawn(&name, link.url())?, Some(link))
+            }
+        };
         self.seats[seat].current = Some(id);
         self.names.insert(id, name);
         self.instances.insert(id, Instance { seat, link });
@@ -343,8 +477,8 @@ impl Chaos<'_> {
     /// connection counts.
     fn reap(&mut self) {
         for id in self.harness.reap() {
-            if let Some(instance) = self.instances.remove(&id) {
-                let (connections, resets) = instance.link.counts();
+            if let Some(link) = self.instances.remove(&id).and_then(|i| i.link) {
+                let (connections, resets) = link.counts();
                 self.proxy_counts.0 += connections;
                 self.proxy_counts.1 += resets;
             }
@@ -380,7 +514,7 @@ impl Chaos<'_> {
     }
 
     fn link(&self, id: WorkerId) -> Option<&Link> {
-        self.instances.get(&id).map(|i| &i.link)
+        self.instances.get(&id).and_then(|i| i.link.as_ref())
     }
 
     // --- faults --------------------------------------------------------
@@ -437,6 +571,8 @@ impl Chaos<'_> {
                     link.lift_blackhole();
                 }
             }
+            Action::Promote { failover } => self.promote(failover, now)?,
+            Action::EndSplit { failover } => self.end_split(failover, now)?,
             Action::DisarmReset { id } => {
                 if let Some(link) = self.link(id)
                     && link.disarm()
@@ -562,7 +698,12 @@ impl Chaos<'_> {
             | FaultKind::Kill
             | FaultKind::Flush
             | FaultKind::Flushall
-            | FaultKind::Clock => Duration::ZERO,
+            | FaultKind::Clock
+            | FaultKind::Failover
+            | FaultKind::ClusterFailover
+            | FaultKind::Reshard => Duration::ZERO,
+            FaultKind::FailoverLossy => l.mul_f64([0.5, 1.0, 2.0, 3.0][d.a]),
+            FaultKind::FailoverSplit => l.mul_f64(self.args.split_intervals),
         }
     }
 
@@ -595,6 +736,22 @@ impl Chaos<'_> {
             FaultKind::Churn => Ok(self.churn(&d, now, planned_end)),
             FaultKind::Burst => Ok(self.burst(length, now)),
             FaultKind::Clock => Ok(self.clock_step(&d, now)),
+            FaultKind::Failover => return self.failover(now).map(Some),
+            FaultKind::FailoverLossy => Ok(self.cut_replication(d.kind, length, now)),
+            FaultKind::FailoverSplit => Ok(self.cut_replication(d.kind, length, now)),
+            FaultKind::ClusterFailover => {
+                // Masters vote for a replica of one master once per two
+                // node timeouts (4 s here): a manual failover sooner fails.
+                if self
+                    .last_cluster_failover
+                    .is_some_and(|at| now < at + CLUSTER_VOTE_INTERVAL)
+                {
+                    return Ok(None);
+                }
+                self.last_cluster_failover = Some(now);
+                return self.cluster_failover(now).map(Some);
+            }
+            FaultKind::Reshard => return self.reshard(&d, now).map(Some),
         };
         match injected {
             // No victim: nothing injected.
@@ -661,7 +818,7 @@ impl Chaos<'_> {
     fn restart(&mut self, now: Instant) -> Result<Instant, ChaosError> {
         let f = self.note_fault(FaultKind::Restart, None, "no persistence".into(), now, now)?;
         let t = Instant::now();
-        self.server
+        self.server()?
             .restart()
             .map_err(redis_error("restarting redis-server failed"))?;
         let back = Instant::now();
@@ -683,7 +840,7 @@ impl Chaos<'_> {
             length.as_secs_f64() / self.gap.as_secs_f64()
         );
         self.note_fault(FaultKind::Pause, None, detail, now, now + length)?;
-        self.server
+        self.server()?
             .pause(length)
             .map_err(redis_error("CLIENT PAUSE failed"))
     }
@@ -695,7 +852,7 @@ impl Chaos<'_> {
         self.note_fault(FaultKind::Kill, Some(id), detail, now, planned_end)?;
         for addr in addrs {
             // The connection may have gone meanwhile: not an error.
-            let _ = self.server.command(&[
+            let _ = self.server()?.command(&[
                 "CLIENT",
                 "KILL",
                 "ADDR",
@@ -785,7 +942,7 @@ impl Chaos<'_> {
         now: Instant,
     ) -> Result<(), ChaosError> {
         self.note_fault(kind, None, command.join(" "), now, now)?;
-        self.server
+        self.server()?
             .command(command)
             .map(drop)
             .map_err(redis_error("a server command failed"))
@@ -830,18 +987,314 @@ impl Chaos<'_> {
     fn clock_step(&mut self, d: &Draw, now: Instant) -> Result<(), ChaosError> {
         let gaps = [0.5, 2.0, -0.5, -2.0][d.a];
         let step = (self.gap.as_micros() as f64 * gaps) as i64;
-        let offset = self.server.clock_offset_us() + step;
+        let offset = self.server()?.clock_offset_us() + step;
         let detail = format!(
             "{gaps:+}G ({:+} ms), offset {:+} ms",
             step / 1000,
             offset / 1000
         );
         let f = self.note_fault(FaultKind::Clock, None, detail, now, now)?;
-        self.server
+        self.server()?
             .set_clock_offset(offset)
             .map_err(redis_error("stepping the server clock failed"))?;
         self.clock_steps.push((f, step, offset));
         Ok(())
+    }
+
+    // --- failovers ------------------------------------------------------
+
+    /// The primary, the replica and the link the replica replicates
+    /// through.
+    fn pair(&mut self) -> Result<(&mut RedisServer, &mut RedisServer, &Link), ChaosError> {
+        match (&mut self.server, &mut self.replica) {
+            (Some(primary), Some((standby, link))) => Ok((primary, standby, link)),
+            _ => Err(ChaosError::Usage(
+                "a failover needs a primary with a replica".into(),
+            )),
+        }
+    }
+
+    /// Points the links of `ids` (every worker's, and new links, with
+    /// `None`) at `to`; returns how many connections were reset.
+    fn switch_links(&self, ids: Option<&[WorkerId]>, to: std::net::SocketAddr) -> usize {
+        if ids.is_none() {
+            self.proxy.set_upstream(to);
+        }
+        self.instances
+            .iter()
+            .filter(|(id, _)| ids.is_none_or(|ids| ids.contains(id)))
+            .filter_map(|(_, i)| i.link.as_ref())
+            .map(|link| link.set_upstream(to))
+            .sum()
+    }
+
+    /// The replica becomes the primary (the roles swap); the deposed
+    /// primary is left running, a primary still, until [`Self::rejoin`].
+    fn swap_roles(&mut self) -> Result<(), ChaosError> {
+        let (primary, standby, _) = self.pair()?;
+        std::mem::swap(primary, standby);
+        Ok(())
+    }
+
+    /// The deposed primary replicates from the new one, through the
+    /// replication link (it drops what it took meanwhile). Not waited for:
+    /// the next failover waits until it has caught up.
+    fn rejoin(&mut self) -> Result<(), ChaosError> {
+        let (primary, standby, link) = self.pair()?;
+        link.set_upstream(primary.addr());
+        link.lift_blackhole();
+        standby
+            .replicate_from(link.addr())
+            .map_err(redis_error("REPLICAOF on the deposed primary failed"))
+    }
+
+    /// Writes refused with `NOREPLICAS` so far, by the primary and the
+    /// replica together (`--min-replicas-to-write`).
+    fn refusals(&mut self) -> Result<u64, ChaosError> {
+        let (primary, standby, _) = self.pair()?;
+        let count = |s: &RedisServer| {
+            s.error_count("NOREPLICAS")
+                .map_err(redis_error("INFO errorstats failed"))
+        };
+        Ok(count(primary)? + count(standby)?)
+    }
+
+    /// Redis's coordinated `FAILOVER` to the replica, then every link
+    /// switched; returns when the group's connections point at the new
+    /// primary.
+    fn failover(&mut self, now: Instant) -> Result<Instant, ChaosError> {
+        {
+            let (primary, standby, _) = self.pair()?;
+            standby
+                .wait_replicating(primary, REPLICATION_TIMEOUT)
+                .map_err(redis_error("the replica did not catch up"))?;
+        }
+        let refused_before = self.refusals()?;
+        let detail = "FAILOVER to the replica (writes paused until it has them all), then every link switched".to_owned();
+        let f = self.note_fault(FaultKind::Failover, None, detail, now, now)?;
+        let (primary, standby, _) = self.pair()?;
+        primary
+            .failover_to_replica(standby)
+            .map_err(redis_error("FAILOVER failed"))?;
+        let to = standby.addr();
+        self.swap_roles()?;
+        self.switch_links(None, to);
+        self.rejoin()?;
+        let back = Instant::now();
+        self.faults[f].end_us = self.harness.us(back);
+        self.failovers.push(FailoverRun {
+            fault: f,
+            took_us: self.harness.us(back) - self.harness.us(now),
+            lost_bytes: Some(0),
+            refused_before,
+            ..FailoverRun::default()
+        });
+        Ok(back)
+    }
+
+    /// Cuts the replication (a blackhole on the replica's link: the
+    /// primary sees no end of the connection, as in a partition). A lossy
+    /// failover promotes the replica when the cut ends; a split promotes it
+    /// at once and moves half the group to it, the rest when the cut ends.
+    fn cut_replication(
+        &mut self,
+        kind: FaultKind,
+        length: Duration,
+        now: Instant,
+    ) -> Result<(), ChaosError> {
+        let refused_before = self.refusals()?;
+        {
+            let (primary, standby, link) = self.pair()?;
+            standby
+                .wait_replicating(primary, REPLICATION_TIMEOUT)
+                .map_err(redis_error("the replica did not catch up"))?;
+            link.blackhole(now + Duration::from_secs(24 * 3600));
+        }
+        let moved: Vec<WorkerId> = self
+            .instances
+            .keys()
+            .copied()
+            .enumerate()
+            .filter(|(k, _)| k % 2 == 0)
+            .map(|(_, id)| id)
+            .collect();
+        let detail = match kind {
+            FaultKind::FailoverSplit => format!(
+                "KNOWN LIMIT, expected to violate: the replica promoted at once; {} of {} workers moved to it, the others left on the deposed primary for {:.1}L",
+                moved.len(),
+                self.instances.len(),
+                self.in_l(length)
+            ),
+            _ => format!(
+                "replication cut for {:.1}L, then the replica promoted and every link switched",
+                self.in_l(length)
+            ),
+        };
+        let f = self.note_fault(kind, None, detail, now, now + length)?;
+        let failover = self.failovers.len();
+        self.failovers.push(FailoverRun {
+            fault: f,
+            cut_us: u64::try_from(length.as_micros()).unwrap_or(u64::MAX),
+            refused_before,
+            ..FailoverRun::default()
+        });
+        if kind == FaultKind::FailoverSplit {
+            let (_, standby, _) = self.pair()?;
+            let promoted_at = standby
+                .replication()
+                .map_err(redis_error("INFO replication failed"))?
+                .offset;
+            standby
+                .promote()
+                .map_err(redis_error("REPLICAOF NO ONE failed"))?;
+            let to = standby.addr();
+            self.failovers[failover].promoted_offset = promoted_at;
+            self.swap_roles()?;
+            // New workers and half the group go to the new primary; the
+            // rest keep the connections to the deposed one.
+            self.proxy.set_upstream(to);
+            self.switch_links(Some(&moved), to);
+            self.later(now + length, Some(f), Action::EndSplit { failover });
+        } else {
+            self.later(now + length, Some(f), Action::Promote { failover });
+        }
+        Ok(())
+    }
+
+    /// The end of a lossy failover's cut: what the primary took since is
+    /// counted, the replica promoted, every link switched to it, and the
+    /// deposed primary rejoins as its replica.
+    fn promote(&mut self, failover: usize, now: Instant) -> Result<(), ChaosError> {
+        let (primary, standby, _) = self.pair()?;
+        let (theirs, mine) = (
+            primary
+                .replication()
+                .map_err(redis_error("INFO replication failed"))?,
+            standby
+                .replication()
+                .map_err(redis_error("INFO replication failed"))?,
+        );
+        standby
+            .promote()
+            .map_err(redis_error("REPLICAOF NO ONE failed"))?;
+        let to = standby.addr();
+        self.swap_roles()?;
+        self.switch_links(None, to);
+        self.rejoin()?;
+        let run = &mut self.failovers[failover];
+        run.lost_bytes = Some(theirs.offset.saturating_sub(mine.offset));
+        run.took_us = self.harness.us(Instant::now()) - self.harness.us(now);
+        Ok(())
+    }
+
+    /// The end of a split: the workers left on the deposed primary move to
+    /// the new one, and the deposed primary rejoins.
+    fn end_split(&mut self, failover: usize, now: Instant) -> Result<(), ChaosError> {
+        let (deposed, to) = {
+            let (primary, deposed, _) = self.pair()?;
+            (
+                deposed
+                    .replication()
+                    .map_err(redis_error("INFO replication failed"))?,
+                primary.addr(),
+            )
+        };
+        // The workers left behind move now.
+        self.switch_links(None, to);
+        self.rejoin()?;
+        let run = &mut self.failovers[failover];
+        run.lost_bytes = Some(deposed.offset.saturating_sub(run.promoted_offset));
+        run.took_us = self.harness.us(Instant::now()) - self.harness.us(now);
+        Ok(())
+    }
+
+    /// The group's hash slot, its master and that master's replicas.
+    fn group_slot(&self) -> Result<(u16, usize, Vec<usize>), ChaosError> {
+        let cluster = self
+            .cluster
+            .as_ref()
+            .ok_or_else(|| ChaosError::Usage("a cluster fault needs a Redis Cluster".into()))?;
+        let tag = format!("{{{GROUP}}}");
+        let slot = cluster
+            .key_slot(&tag)
+            .map_err(redis_error("CLUSTER KEYSLOT failed"))?;
+        let master = cluster
+            .master_of_slot(slot)
+            .map_err(redis_error("CLUSTER NODES failed"))?;
+        let replicas = cluster
+            .replicas_of(master)
+            .map_err(redis_error("CLUSTER NODES failed"))?;
+        Ok((slot, master, replicas))
+    }
+
+    /// `CLUSTER FAILOVER` on a replica of the group's master; returns when
+    /// every node sees the replica as the slot's master.
+    fn cluster_failover(&mut self, now: Instant) -> Result<Instant, ChaosError> {
+        let (slot, master, replicas) = self.group_slot()?;
+        let Some(&replica) = replicas.first() else {
+            return Err(ChaosError::Usage(format!(
+                "node {master} (slot {slot}) has no replica"
+            )));
+        };
+        let detail = format!(
+            "CLUSTER FAILOVER on node {replica}, the replica of node {master} (slot {slot})"
+        );
+        let f = self.note_fault(FaultKind::ClusterFailover, None, detail, now, now)?;
+        if let Some(cluster) = &self.cluster {
+            cluster
+                .failover_to(replica)
+                .map_err(redis_error("CLUSTER FAILOVER failed"))?;
+        }
+        let back = Instant::now();
+        self.faults[f].end_us = self.harness.us(back);
+        self.failovers.push(FailoverRun {
+            fault: f,
+            took_us: self.harness.us(back) - self.harness.us(now),
+            lost_bytes: Some(0),
+            ..FailoverRun::default()
+        });
+        Ok(back)
+    }
+
+    /// Moves the group's slot to another master, holding it in the
+    /// migrating state for 0, 0.25, 0.5 or 1 interval.
+    fn reshard(&mut self, d: &Draw, now: Instant) -> Result<Instant, ChaosError> {
+        let (slot, from, _) = self.group_slot()?;
+        let masters = match &self.cluster {
+            Some(cluster) => cluster
+                .masters()
+                .map_err(redis_error("CLUSTER NODES failed"))?,
+            None => Vec::new(),
+        };
+        let others: Vec<usize> = masters.into_iter().filter(|&m| m != from).collect();
+        let Some(&to) = others.get((d.pick % others.len().max(1) as u64) as usize) else {
+            return Err(ChaosError::Usage(
+                "no other master to move the slot to".into(),
+            ));
+        };
+        let hold = self.l([0.0, 0.25, 0.5, 1.0][d.a]);
+        let detail = format!(
+            "slot {slot} from node {from} to node {to}, migrating for {:.2}L",
+            self.in_l(hold)
+        );
+        let f = self.note_fault(FaultKind::Reshard, None, detail, now, now + hold)?;
+        let moved = match &self.cluster {
+            Some(cluster) => cluster
+                .migrate_slot(slot, to, hold)
+                .map_err(redis_error("moving the slot failed"))?,
+            None => 0,
+        };
+        let back = Instant::now();
+        self.faults[f].end_us = self.harness.us(back);
+        self.failovers.push(FailoverRun {
+            fault: f,
+            took_us: self.harness.us(back) - self.harness.us(now),
+            keys_moved: Some(moved),
+            cut_us: u64::try_from(hold.as_micros()).unwrap_or(u64::MAX),
+            lost_bytes: Some(0),
+            ..FailoverRun::default()
+        });
+        Ok(back)
     }
 
     // --- the end -------------------------------------------------------
@@ -918,6 +1371,15 @@ impl Chaos<'_> {
             })?;
         }
         let summary = checker.summary();
+        // Each failover's refusals: until the next one, or the end.
+        if self.replica.is_some() {
+            let mut next = self.refusals()?;
+            for run in self.failovers.iter_mut().rev() {
+                run.refused = Some(next.saturating_sub(run.refused_before));
+                next = run.refused_before;
+            }
+        }
+        let failovers = failovers(&checker, &self.faults, &self.failovers, shutdown_us);
         let clock_steps = clock_steps(
             &checker,
             &self.faults,
@@ -946,6 +1408,7 @@ impl Chaos<'_> {
             proxy: self.proxy_counts,
             long_mid_stalls: self.long_mid_stalls,
             clock_steps,
+            failovers,
         })
     }
 }

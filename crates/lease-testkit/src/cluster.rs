@@ -21,12 +21,14 @@ fn redis_cli_bin() -> String {
     std::env::var("REDIS_CLI_BIN").unwrap_or_else(|_| "redis-cli".to_owned())
 }
 
-/// A Redis Cluster of master-only nodes on free ports of `127.0.0.1`.
+/// A Redis Cluster on free ports of `127.0.0.1`: master-only
+/// ([`start`](Self::start)) or with replicas
+/// ([`start_with_replicas`](Self::start_with_replicas)).
 ///
 /// Every node is a cluster-enabled [`RedisServer`]
 /// (`--cluster-enabled yes --cluster-node-timeout 2000`, no persistence,
 /// own directory) with a separately picked cluster bus port. The slots are
-/// assigned with `redis-cli --cluster create … --cluster-replicas 0`, and
+/// assigned with `redis-cli --cluster create … --cluster-replicas R`, and
 /// [`start`](Self::start) returns once every node reports
 /// `cluster_state:ok`, all 16384 slots OK and knows every other node.
 ///
@@ -46,6 +48,16 @@ impl RedisCluster {
     /// Fails with [`io::ErrorKind::InvalidInput`] for fewer than 3 masters,
     /// which `redis-cli --cluster create` refuses.
     pub fn start(masters: usize) -> io::Result<RedisCluster> {
+        Self::start_with_replicas(masters, 0)
+    }
+
+    /// Like [`start`](Self::start), with `replicas` replicas per master
+    /// (`--cluster-replicas`): `masters * (1 + replicas)` nodes. Returns
+    /// once every replica's link to its master is up too. Which node ends
+    /// up a replica of which master is `redis-cli`'s choice; see
+    /// [`master_of_slot`](Self::master_of_slot) and
+    /// [`replicas_of`](Self::replicas_of).
+    pub fn start_with_replicas(masters: usize, replicas: usize) -> io::Result<RedisCluster> {
         if masters < Self::DEFAULT_MASTERS {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -55,10 +67,13 @@ impl RedisCluster {
                 ),
             ));
         }
-        let nodes = start_nodes(masters)?;
+        let nodes = start_nodes(masters * (1 + replicas))?;
         let cluster = RedisCluster { nodes };
-        cluster.create()?;
+        cluster.create(replicas)?;
         cluster.wait_until_ok()?;
+        if replicas > 0 {
+            cluster.wait_replicas_up(CONVERGE_TIMEOUT)?;
+        }
         Ok(cluster)
     }
 
@@ -89,15 +104,15 @@ impl RedisCluster {
         self.nodes[node].command(args)
     }
 
-    fn create(&self) -> io::Result<()> {
+    fn create(&self, replicas: usize) -> io::Result<()> {
         let program = redis_cli_bin();
         let mut args = vec!["--cluster".to_owned(), "create".to_owned()];
         args.extend(self.nodes.iter().map(|n| n.addr().to_string()));
-        args.extend(
-            ["--cluster-replicas", "0", "--cluster-yes"]
-                .into_iter()
-                .map(str::to_owned),
-        );
+        args.extend([
+            "--cluster-replicas".to_owned(),
+            replicas.to_string(),
+            "--cluster-yes".to_owned(),
+        ]);
         let rendered = render_command(&program, &args);
         let log_path = self.nodes[0].dir().join("cluster-create.log");
         let log = File::create(&log_path)?;
@@ -142,7 +157,7 @@ impl RedisCluster {
         Ok(())
     }
 
-    fn wait_until_ok(&self) -> io::Result<()> {
+    pub(crate) fn wait_until_ok(&self) -> io::Result<()> {
         let expected_nodes = self.nodes.len().to_string();
         let deadline = Instant::now() + CONVERGE_TIMEOUT;
         loop {

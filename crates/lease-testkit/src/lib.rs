@@ -17,7 +17,15 @@
 //!   [`Unsupported`](std::io::ErrorKind::Unsupported), see
 //!   [`can_control`](TestRedis::can_control)); otherwise a local
 //!   [`RedisServer`]. [`TestRedis::shared`] gives one per test binary.
-//! * [`RedisCluster`]: a real Redis Cluster of master-only nodes.
+//! * [`RedisCluster`]: a real Redis Cluster of master-only nodes, or with
+//!   replicas ([`RedisCluster::start_with_replicas`]).
+//! * [`ReplicatedRedis`]: a primary and a replica, with Redis's coordinated
+//!   `FAILOVER`, an unplanned promotion and a rejoin; any [`RedisServer`]
+//!   can [replicate](RedisServer::replicate_from), be
+//!   [promoted](RedisServer::promote) and report its
+//!   [replication state](RedisServer::replication).
+//! * [`RedisSentinel`]: Sentinel (`redis-server --sentinel`) watching a
+//!   primary, with `SENTINEL FAILOVER`.
 //! * [`command`]: one admin command (`SCRIPT FLUSH`, `CLIENT KILL`, `INFO`,
 //!   …) on a redis-rs [`Connection`](redis::Connection) from `connect()`;
 //!   every `command` method returns a redis-rs [`Value`](redis::Value).
@@ -52,7 +60,10 @@
 //! ```
 
 mod cluster;
+mod cluster_ops;
 mod fake_clock;
+mod replica;
+mod sentinel;
 mod server;
 mod test_redis;
 mod util;
@@ -62,6 +73,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use cluster::RedisCluster;
+pub use replica::{REPLICATION_TIMEOUT, ReplicatedRedis, Replication};
+pub use sentinel::RedisSentinel;
 pub use server::RedisServer;
 pub use test_redis::TestRedis;
 pub use util::command;

@@ -393,7 +393,7 @@ fn pause_millis(duration: Duration) -> String {
 }
 
 /// A fresh directory for one server, removed on drop.
-fn temp_dir() -> io::Result<TempDir> {
+pub(crate) fn temp_dir() -> io::Result<TempDir> {
     tempfile::Builder::new()
         .prefix("lease-testkit-redis-")
         .tempdir()
@@ -445,7 +445,7 @@ fn server_args(dir: &Path, port: u16, bus_port: Option<u16>, extra: &[String]) -
     args
 }
 
-enum StartError {
+pub(crate) enum StartError {
     /// Someone else got the port first; retrying may help.
     PortRace(String),
     /// Anything else.
@@ -460,7 +460,7 @@ impl From<io::Error> for StartError {
 
 /// Spawns `redis-server` with `args` and waits until it answers `PING` on
 /// `port` as the process we started.
-fn spawn_ready(
+pub(crate) fn spawn_ready(
     dir: &Path,
     target: &Target,
     args: &[String],
@@ -564,7 +564,7 @@ pub(crate) fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
 
 /// A running `redis-server` plus its watchdog. Dropping it kills both.
 #[derive(Debug)]
-struct ServerProcess {
+pub(crate) struct ServerProcess {
     child: Child,
     watchdog: Option<Child>,
 }

@@ -75,10 +75,18 @@ impl FromStr for AdapterKind {
     }
 }
 
+/// Where a worker connects.
+pub(crate) enum Endpoint {
+    /// One server: the `redis://` URL of a proxy link, or of Redis.
+    Url(String),
+    /// A Redis Cluster: `redis://` URLs of some of its nodes.
+    Cluster(Vec<String>),
+}
+
 /// What an adapter needs to start one worker.
 pub(crate) struct WorkerSpec {
-    /// The `redis://` URL the worker connects to (a proxy link, or Redis).
-    pub(crate) url: String,
+    /// Where the worker connects.
+    pub(crate) endpoint: Endpoint,
     /// The group's options (name, interval, gap, mode).
     pub(crate) options: lease_core::Options,
     /// The loop's context (control, events, sink, cancellation token).
@@ -114,17 +122,38 @@ fn tokio_runtime(ctx: &WorkerCtx) -> Option<tokio::runtime::Runtime> {
 
 /// `lease-redis` on a current-thread tokio runtime, until the worker ends.
 fn redis(spec: WorkerSpec) {
-    let WorkerSpec { url, options, ctx } = spec;
+    let WorkerSpec {
+        endpoint,
+        options,
+        mut ctx,
+    } = spec;
     let Some(runtime) = tokio_runtime(&ctx) else {
         return;
     };
     runtime.block_on(async move {
-        let conn = match connection_manager(&url) {
-            Ok(c) => c,
-            Err(e) => return ctx.failed(e),
-        };
         let options = lease_redis::Options::from(options).with_cancel(ctx.cancel.clone());
-        let pairs = match lease_redis::discover(conn, options) {
+        let pairs = match endpoint {
+            Endpoint::Url(url) => match connection_manager(&url) {
+                Ok(conn) => lease_redis::discover(conn, options),
+                Err(e) => return ctx.failed(e),
+            },
+            Endpoint::Cluster(urls) => {
+                let client = match redis::cluster::ClusterClient::builder(urls)
+                    .connection_timeout(Duration::from_secs(1))
+                    .response_timeout(Duration::from_secs(1))
+                    .build()
+                {
+                    Ok(c) => c,
+                    Err(e) => return ctx.failed(e),
+                };
+                match starting(&mut ctx, client.get_async_connection()).await {
+                    None => return,
+                    Some(Err(e)) => return ctx.failed(e),
+                    Some(Ok(conn)) => lease_redis::discover(conn, options),
+                }
+            }
+        };
+        let pairs = match pairs {
             Ok(p) => p,
             Err(e) => return ctx.failed(e),
         };
@@ -134,9 +163,9 @@ fn redis(spec: WorkerSpec) {
 
 /// `lease-fred` on a current-thread tokio runtime, until the worker ends.
 fn fred(spec: WorkerSpec) {
-    use fred::prelude::{Builder, ClientLike, Config, ReconnectPolicy};
+    use fred::prelude::{Builder, ClientLike, Config, ReconnectPolicy, ServerConfig};
     let WorkerSpec {
-        url,
+        endpoint,
         options,
         mut ctx,
     } = spec;
@@ -144,7 +173,21 @@ fn fred(spec: WorkerSpec) {
         return;
     };
     runtime.block_on(async move {
-        let mut config = match Config::from_url(&url) {
+        let config = match &endpoint {
+            Endpoint::Url(url) => Config::from_url(url),
+            Endpoint::Cluster(urls) => urls
+                .iter()
+                .map(|url| {
+                    let server = Config::from_url(url)?.server.hosts().remove(0);
+                    Ok((server.host.to_string(), server.port))
+                })
+                .collect::<Result<Vec<_>, fred::error::Error>>()
+                .map(|hosts| Config {
+                    server: ServerConfig::new_clustered(hosts),
+                    ..Config::default()
+                }),
+        };
+        let mut config = match config {
             Ok(c) => c,
             Err(e) => return ctx.failed(e),
         };
@@ -180,7 +223,17 @@ fn fred(spec: WorkerSpec) {
 /// task on smol's global executor; it only buffers bytes, and the frozen
 /// worker sees them when it wakes, as a frozen process would.
 fn smol(spec: WorkerSpec) {
-    let WorkerSpec { url, options, ctx } = spec;
+    let WorkerSpec {
+        endpoint,
+        options,
+        ctx,
+    } = spec;
+    let url = match endpoint {
+        Endpoint::Url(url) => url,
+        Endpoint::Cluster(_) => {
+            return ctx.failed("the smol adapter has no Redis Cluster client in this harness");
+        }
+    };
     let executor = smol::Executor::new();
     smol::block_on(executor.run(async {
         let conn = match connection_manager(&url) {

@@ -39,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 pub use adapters::AdapterKind;
 pub use worker::{Control, Work};
 
-use adapters::WorkerSpec;
+use adapters::{Endpoint, WorkerSpec};
 use worker::{Msg, WorkerCtx};
 
 /// Why the harness could not go on.
@@ -237,6 +237,22 @@ impl Harness {
     /// Starts a worker named `name` (its name in the history) that connects
     /// to `url`, and records its `join`.
     pub fn spawn(&mut self, name: &str, url: String) -> Result<WorkerId, HarnessError> {
+        self.spawn_to(name, Endpoint::Url(url))
+    }
+
+    /// Starts a worker named `name` that connects to the Redis Cluster of
+    /// which `urls` are nodes (the adapter's cluster client: redis-rs's
+    /// cluster connection, fred's clustered config; lease-smol has none),
+    /// and records its `join`.
+    pub fn spawn_cluster(
+        &mut self,
+        name: &str,
+        urls: Vec<String>,
+    ) -> Result<WorkerId, HarnessError> {
+        self.spawn_to(name, Endpoint::Cluster(urls))
+    }
+
+    fn spawn_to(&mut self, name: &str, endpoint: Endpoint) -> Result<WorkerId, HarnessError> {
         let id = WorkerId(self.next_id);
         self.next_id += 1;
         let (control, inbox) = futures::channel::mpsc::unbounded();
@@ -248,7 +264,7 @@ impl Harness {
             cancel: CancellationToken::new(),
         };
         let spec = WorkerSpec {
-            url,
+            endpoint,
             options: self.options.clone(),
             ctx,
         };
