@@ -18,6 +18,8 @@
 //!   [`can_control`](TestRedis::can_control)); otherwise a local
 //!   [`RedisServer`]. [`TestRedis::shared`] gives one per test binary.
 //! * [`RedisCluster`]: a real Redis Cluster of master-only nodes.
+//! * [`TlsRedis`]: a server that also listens for TLS (`--tls-port`), with
+//!   a private CA the test makes itself (rcgen).
 //! * [`command`]: one admin command (`SCRIPT FLUSH`, `CLIENT KILL`, `INFO`,
 //!   …) on a redis-rs [`Connection`](redis::Connection) from `connect()`;
 //!   every `command` method returns a redis-rs [`Value`](redis::Value).
@@ -55,6 +57,7 @@ mod cluster;
 mod fake_clock;
 mod server;
 mod test_redis;
+mod tls;
 mod util;
 
 use std::sync::OnceLock;
@@ -64,6 +67,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub use cluster::RedisCluster;
 pub use server::RedisServer;
 pub use test_redis::TestRedis;
+pub use tls::TlsRedis;
 pub use util::command;
 
 /// Default of [`test_interval`].
