@@ -24,6 +24,7 @@ pub mod capture;
 pub mod history;
 #[cfg(feature = "redis-rs")]
 pub mod redis_rs;
+pub mod tls;
 
 use std::future::Future;
 use std::task::{Context, Poll};
