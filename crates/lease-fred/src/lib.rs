@@ -250,4 +250,20 @@ impl<C: LuaInterface + Send + Sync> Connection for Fred<C> {
     fn is_noscript(error: &Self::Error) -> bool {
         error.details().starts_with("NOSCRIPT")
     }
+
+    fn server_info(&self) -> impl Future<Output = Result<Option<String>, Self::Error>> + Send {
+        let info = fred::types::CustomCommand::new_static(
+            lease_core::server::INFO_COMMAND,
+            fred::types::ClusterHash::Random,
+            false,
+        );
+        async move {
+            let reply: Value = self.0.custom(info, Vec::<Value>::new()).await?;
+            Ok(match reply {
+                Value::String(text) => Some(text.to_string()),
+                Value::Bytes(bytes) => String::from_utf8(bytes.to_vec()).ok(),
+                _ => None,
+            })
+        }
+    }
 }
