@@ -145,6 +145,11 @@ async fn supervise(
                         }
                     },
                     None => match reason {
+                        Some(IdleReason::UnsupportedServer(why)) => {
+                            // The worker registers nothing and its stream
+                            // ends after this value.
+                            failure = Some(CliError::Runtime(format!("{shown}: refused: {why}")));
+                        }
                         Some(IdleReason::Refused(refusal)) => say(&format!(
                             "refused: {refusal}; staying idle until the group's rules agree"
                         )),
