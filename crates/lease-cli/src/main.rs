@@ -164,7 +164,11 @@ pub(crate) fn connect_error(shown: &str, e: &redis::RedisError) -> CliError {
     let (shown, source) = (shown.to_owned(), e.clone());
     if is_tls_refusal(e) {
         CliError::Refused { shown, source }
-    } else if e.is_io_error() || e.is_connection_refusal() || e.is_timeout() || e.is_connection_dropped() {
+    } else if e.is_io_error()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+    {
         CliError::Unreachable { shown, source }
     } else {
         CliError::Refused { shown, source }

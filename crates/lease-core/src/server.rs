@@ -263,7 +263,12 @@ mod tests {
     fn redis_before_5_is_refused() {
         let old = "# Server\r\nredis_version:4.0.14\r\n# Replication\r\nrole:master\r\n";
         let refused = check_server(old).unwrap_err();
-        assert_eq!(refused, UnsupportedServer::TooOld { version: v(4, 0, 14) });
+        assert_eq!(
+            refused,
+            UnsupportedServer::TooOld {
+                version: v(4, 0, 14)
+            }
+        );
         assert!(refused.to_string().contains("5.0"), "{refused}");
         assert!(check_server("redis_version:5.0.0\r\n").is_ok());
         // The oldest node of a cluster's concatenated answer decides.
@@ -285,7 +290,8 @@ mod tests {
     #[test]
     fn dragonfly_passes_without_its_flags_being_visible() {
         // Dragonfly claims a Redis version of its own choosing.
-        let info = "# Server\r\nredis_version:7.4.0\r\ndragonfly_version:df-v1.27.1\r\nrole:master\r\n";
+        let info =
+            "# Server\r\nredis_version:7.4.0\r\ndragonfly_version:df-v1.27.1\r\nrole:master\r\n";
         let info = check_server(info).unwrap();
         assert_eq!(info.kind, ServerKind::Dragonfly);
         // A Dragonfly claiming an old Redis is not refused for it.
@@ -295,7 +301,13 @@ mod tests {
 
     #[test]
     fn text_without_known_fields_passes() {
-        for text in ["", "garbage", ":::\n\n", "redis_version:\n", "redis_version:abc\n"] {
+        for text in [
+            "",
+            "garbage",
+            ":::\n\n",
+            "redis_version:\n",
+            "redis_version:abc\n",
+        ] {
             let info = check_server(text).unwrap();
             assert_eq!(info.version, None, "{text:?}");
         }

@@ -853,7 +853,10 @@ mod tests {
         type Error = &'static str;
 
         async fn run(&self, command: Command<'_>) -> Result<Option<Vec<i64>>, &'static str> {
-            self.log.lock().unwrap().push(command.verb.as_str().to_owned());
+            self.log
+                .lock()
+                .unwrap()
+                .push(command.verb.as_str().to_owned());
             Ok(Some(vec![0, 10, 3, 1500]))
         }
 
@@ -929,7 +932,10 @@ mod tests {
         ] {
             let (values, sent) = run_against(info);
             assert_eq!(sent[0], "INFO", "{info:?}");
-            assert!(sent[1..].iter().any(|c| c == "EVALSHA"), "{info:?}: {sent:?}");
+            assert!(
+                sent[1..].iter().any(|c| c == "EVALSHA"),
+                "{info:?}: {sent:?}"
+            );
             assert!(
                 values.iter().all(|v| !matches!(
                     v,

@@ -241,7 +241,7 @@ mod tls {
             // No reconnect policy: `init` reports the first failure.
             let config = config(&server, &Trust::File(server.other_ca_path()));
             let client = Builder::from_config(config).build().expect("fred client");
-            let error = client.init().await.err().expect("not trusted");
+            let error = client.init().await.expect_err("not trusted");
             // fred reports rustls's verdict as an I/O error.
             assert!(error.details().contains("UnknownIssuer"), "{error:?}");
         });

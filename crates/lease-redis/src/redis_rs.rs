@@ -87,8 +87,14 @@ mod tests {
         let one = Value::BulkString(b"redis_version:7.0.15\r\n".to_vec());
         assert_eq!(text(&one).as_deref(), Some("redis_version:7.0.15\r\n"));
         let nodes = Value::Map(vec![
-            (Value::SimpleString("a:1".into()), Value::BulkString(b"role:master".to_vec())),
-            (Value::SimpleString("b:2".into()), Value::BulkString(b"role:slave".to_vec())),
+            (
+                Value::SimpleString("a:1".into()),
+                Value::BulkString(b"role:master".to_vec()),
+            ),
+            (
+                Value::SimpleString("b:2".into()),
+                Value::BulkString(b"role:slave".to_vec()),
+            ),
         ]);
         assert_eq!(text(&nodes).as_deref(), Some("role:master\nrole:slave"));
         assert_eq!(text(&Value::Int(1)), None);

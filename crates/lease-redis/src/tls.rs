@@ -81,7 +81,10 @@ mod tests {
     fn a_missing_ca_file_fails_before_connecting_and_plain_urls_ignore_it() {
         let trust = Trust::File("/nonexistent/ca.pem".into());
         let err = client("rediss://127.0.0.1:1/", &trust).unwrap_err();
-        assert!(matches!(err, ClientError::Tls(TlsError::Read { .. })), "{err}");
+        assert!(
+            matches!(err, ClientError::Tls(TlsError::Read { .. })),
+            "{err}"
+        );
         assert!(client("redis://127.0.0.1:1/", &trust).is_ok());
     }
 }

@@ -108,8 +108,7 @@ mod tls {
             let manager = ConnectionManager::new_with_config(client, config)
                 .await
                 .expect("a TLS connection");
-            conformance::tls::group_settles_over_tls::<Redis<false>>(&Conn::Manager(manager))
-                .await;
+            conformance::tls::group_settles_over_tls::<Redis<false>>(&Conn::Manager(manager)).await;
         });
     }
 
@@ -120,7 +119,7 @@ mod tls {
             let trust = Trust::File(server.other_ca_path());
             let client = lease_redis::tls::client(server.url(), &trust).expect("client");
             let refused = client.get_multiplexed_async_connection().await;
-            let error = refused.err().expect("the server's certificate is not trusted");
+            let error = refused.expect_err("the server's certificate is not trusted");
             let text = error.to_string();
             assert!(
                 text.contains("certificate") || text.contains("UnknownIssuer"),

@@ -133,13 +133,12 @@ impl Trust {
     /// `TlsConnector::Rustls` takes (`config.into()`).
     pub fn client_config(&self) -> Result<ClientConfig, TlsError> {
         let roots = self.root_store()?;
-        let config = ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(TlsError::Config)?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        let config =
+            ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .map_err(TlsError::Config)?
+                .with_root_certificates(roots)
+                .with_no_client_auth();
         Ok(config)
     }
 }
