@@ -139,12 +139,12 @@ pub use lease_core::ownership::Mapping;
 pub use lease_core::{
     Assignment, GroupRules, Idle, IdleReason, Lease, Mode, OptionsError, Refusal, Slot, Token,
 };
-/// redis-rs, re-exported so that one dependency line is enough.
-pub use redis;
 /// `rediss://` clients trusting a CA file, `SSL_CERT_FILE` or the system's
 /// store (feature `tls`; shared with lease-redis).
 #[cfg(feature = "tls")]
 pub use lease_redis::tls;
+/// redis-rs, re-exported so that one dependency line is enough.
+pub use redis;
 
 /// Options of one worker: the group's options ([`GroupOptions`]), an
 /// optional [`CancelToken`], and, for runs that replay, a given identity.

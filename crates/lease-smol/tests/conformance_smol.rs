@@ -85,7 +85,9 @@ mod tls {
         smol::block_on(async {
             let trust = Trust::File(server.ca_path());
             let client = lease_smol::tls::client(server.url(), &trust).expect("client");
-            let manager = ConnectionManager::new(client).await.expect("a TLS connection");
+            let manager = ConnectionManager::new(client)
+                .await
+                .expect("a TLS connection");
             lease_conformance::tls::group_settles_over_tls::<Smol<false>>(&Conn::Manager(manager))
                 .await;
         });
