@@ -911,7 +911,7 @@ mod tests {
             .iter()
             .map(|v| match v {
                 Assignment::Idle(idle) => idle.reason,
-                Assignment::Held(_) => panic!("{v:?}"),
+                other => panic!("{other:?}"),
             })
             .collect();
         assert_eq!(
