@@ -72,7 +72,7 @@ pub(crate) fn inspect(args: &InspectArgs) -> Result<ExitCode, CliError> {
     let opts = options(group, args.interval, args.mode);
     validate(&opts)?;
     let shown = redact(&group.redis);
-    let client = client(&group.redis)?;
+    let client = client(group)?;
     let mut conn = client
         .get_connection_with_timeout(Duration::from_secs(3))
         .map_err(|e| connect_error(&shown, &e))?;

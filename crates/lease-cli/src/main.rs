@@ -16,6 +16,10 @@
 //! Exit codes: 0 success, 1 runtime error, 2 invalid options or usage,
 //! 3 Redis unreachable. No output ever carries a password: URLs are printed
 //! with the password replaced by `***`.
+//!
+//! `rediss://` URLs connect over TLS (rustls): the server's certificate is
+//! checked against `--ca-cert PATH` if given, else the file named by
+//! `SSL_CERT_FILE`, else the system's trust store.
 
 mod inspect;
 mod run;
@@ -28,6 +32,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 pub(crate) use lease_core::diag::redact_url as redact;
 use lease_core::{Mode, Options, OptionsError};
+use lease_redis::tls::{ClientError, Trust};
 
 /// Inspect a lease group, or run a command under an exclusive (i, n) lease.
 ///
@@ -73,13 +78,18 @@ enum Command {
 /// Where the group lives: the options both subcommands share.
 #[derive(Args, Debug, Clone)]
 struct Group {
-    /// Redis URL, such as redis://127.0.0.1:6379/ or
-    /// redis://user:password@host:6379/0. Read from
-    /// REDIS_URL if not given (which keeps a password out of the process
-    /// list). Printed with the password replaced by ***. This build speaks
-    /// plain TCP (no rediss://).
+    /// Redis URL, such as redis://127.0.0.1:6379/,
+    /// redis://user:password@host:6379/0, or rediss://host:6380/ for TLS.
+    /// Read from REDIS_URL if not given (which keeps a password out of the
+    /// process list). Printed with the password replaced by ***.
     #[arg(long, value_name = "URL", env = "REDIS_URL", hide_env_values = true)]
     redis: String,
+
+    /// For a rediss:// URL: a PEM file of the certificate authorities to
+    /// trust (only those). Without it, the file named by SSL_CERT_FILE if
+    /// set, else the system's trust store.
+    #[arg(long, value_name = "PATH")]
+    ca_cert: Option<PathBuf>,
 
     /// Group name, e.g. mail-sender: non-empty, no braces, no whitespace.
     #[arg(long)]
@@ -152,24 +162,48 @@ impl CliError {
 /// (a wrong password, for example).
 pub(crate) fn connect_error(shown: &str, e: &redis::RedisError) -> CliError {
     let (shown, source) = (shown.to_owned(), e.clone());
-    if e.is_io_error() || e.is_connection_refusal() || e.is_timeout() || e.is_connection_dropped() {
+    if is_tls_refusal(e) {
+        CliError::Refused { shown, source }
+    } else if e.is_io_error()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+    {
         CliError::Unreachable { shown, source }
     } else {
         CliError::Refused { shown, source }
     }
 }
 
-/// Opens a client for `url`, or says why the URL is not usable (exit 2).
-pub(crate) fn client(url: &str) -> Result<redis::Client, CliError> {
+/// Whether `e` is a TLS handshake's verdict (rustls refused the server's
+/// certificate, or the server refused ours): the server answered, so it is
+/// not unreachable. rustls reports it as an I/O error of kind `InvalidData`.
+fn is_tls_refusal(e: &redis::RedisError) -> bool {
+    e.is_io_error() && {
+        let text = e.to_string();
+        text.contains("certificate") || text.contains("UnknownIssuer")
+    }
+}
+
+/// Opens a client for the group's URL (over TLS for `rediss://`, trusting
+/// `--ca-cert`, else `SSL_CERT_FILE`, else the system's store: see
+/// [`Trust::resolve`]), or says why the URL or the CA file is
+/// not usable (exit 2).
+pub(crate) fn client(group: &Group) -> Result<redis::Client, CliError> {
+    let url = &group.redis;
     let shown = redact(url);
-    if url.starts_with("rediss://") || url.starts_with("valkeys://") {
+    let ca_cert = group.ca_cert.as_deref();
+    if ca_cert.is_some() && !lease_redis::tls::is_tls_url(url) {
         return Err(CliError::Usage(format!(
-            "{shown}: this build of `lease` has no TLS support; use redis:// (through a TLS tunnel \
-             such as stunnel if the server needs TLS)"
+            "--ca-cert is for rediss:// URLs; {shown} does not use TLS"
         )));
     }
-    redis::Client::open(url)
-        .map_err(|e| CliError::Usage(format!("{shown} is not a usable Redis URL: {e}")))
+    let trust = Trust::resolve(ca_cert);
+    lease_redis::tls::client(url, &trust).map_err(|e| match e {
+        ClientError::Tls(e) => CliError::Usage(format!("{shown}: {e}")),
+        ClientError::Redis(e) => CliError::Usage(format!("{shown} is not a usable Redis URL: {e}")),
+        other => CliError::Usage(format!("{shown}: {other}")),
+    })
 }
 
 /// Validates group options (name, prefix, interval, gap) before anything
@@ -208,15 +242,26 @@ mod tests {
 
     #[test]
     fn urls_are_checked_before_connecting() {
+        let group = |url: &str, ca: Option<&str>| Group {
+            redis: url.to_owned(),
+            ca_cert: ca.map(PathBuf::from),
+            name: "g".to_owned(),
+            prefix: String::new(),
+        };
+        assert!(client(&group("rediss://u:pw@h/", None)).is_ok());
         assert!(matches!(
-            client("rediss://u:pw@h/"),
-            Err(CliError::Usage(m)) if m.contains("no TLS") && !m.contains("pw")
+            client(&group("rediss://u:pw@h/", Some("/nonexistent/ca.pem"))),
+            Err(CliError::Usage(m)) if m.contains("/nonexistent/ca.pem") && !m.contains("pw")
         ));
         assert!(matches!(
-            client("http://u:pw@h/"),
+            client(&group("redis://u:pw@h/", Some("/nonexistent/ca.pem"))),
+            Err(CliError::Usage(m)) if m.contains("--ca-cert is for rediss://") && !m.contains("pw")
+        ));
+        assert!(matches!(
+            client(&group("http://u:pw@h/", None)),
             Err(CliError::Usage(m)) if !m.contains("pw")
         ));
-        assert!(client("redis://127.0.0.1:1/").is_ok());
+        assert!(client(&group("redis://127.0.0.1:1/", None)).is_ok());
     }
 
     #[test]

@@ -59,7 +59,7 @@ fn say(message: &str) {
 pub(crate) fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     let opts = options(&args.group, Some(args.interval), Some(args.mode)).with_gap(args.gap);
     validate(&opts)?;
-    let client = client(&args.group.redis)?;
+    let client = client(&args.group)?;
     let drain = Duration::from_millis(
         args.drain_timeout
             .unwrap_or_else(|| (args.gap * args.interval as f64).round() as u64),
@@ -146,6 +146,11 @@ async fn supervise(
                         }
                     },
                     None => match reason {
+                        Some(IdleReason::UnsupportedServer(why)) => {
+                            // The worker registers nothing and its stream
+                            // ends after this value.
+                            failure = Some(CliError::Runtime(format!("{shown}: refused: {why}")));
+                        }
                         Some(IdleReason::Refused(refusal)) => say(&format!(
                             "refused: {refusal}; staying idle until the group's rules agree"
                         )),

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use lease_testkit::{RedisServer, test_interval, unique_name};
+use lease_testkit::{RedisServer, TlsRedis, test_interval, unique_name};
 use rustix::process::{Pid, Signal, kill_process};
 
 const LEASE: &str = env!("CARGO_BIN_EXE_lease");
@@ -316,7 +316,7 @@ fn inspect_reads_arrival_counters_and_hides_the_password() {
 #[test]
 fn bad_urls_bad_names_and_unreachable_servers_have_their_own_exit_codes() {
     // Bad URL: 2.
-    for url in ["not-a-url", "http://h/", "rediss://u:pw@127.0.0.1/"] {
+    for url in ["not-a-url", "http://h/", "ftp://u:pw@127.0.0.1/"] {
         let out = lease(&["inspect", "--redis", url, "--name", "g"]);
         let (_, stderr) = text(&out);
         assert_eq!(out.status.code(), Some(2), "{url}: {stderr}");
@@ -512,4 +512,72 @@ fn sim_outside_the_guarantee_fails_with_the_checkers_verdict() {
             "seed {seed}: {last}"
         );
     }
+}
+
+/// `lease inspect` and `lease run` over `rediss://` to a `redis-server`
+/// with `--tls-port` and a CA the test made: trusted through
+/// `SSL_CERT_FILE` (as other tools read it) or `--ca-cert`; a CA that did
+/// not sign the server's certificate is refused (exit 1, not "unreachable").
+#[test]
+fn inspect_and_run_speak_tls_trusting_ssl_cert_file_or_ca_cert() {
+    let server = TlsRedis::start().unwrap();
+    let url = server.url();
+    let ca = server.ca_path();
+    let name = unique_name("tls");
+    let inspect = |env: Option<&Path>, flag: Option<&Path>| {
+        let mut cmd = Command::new(LEASE);
+        cmd.args(["inspect", "--redis", url, "--name", &name])
+            .env_remove("REDIS_URL")
+            .env_remove("SSL_CERT_FILE");
+        if let Some(file) = env {
+            cmd.env("SSL_CERT_FILE", file);
+        }
+        if let Some(file) = flag {
+            cmd.arg("--ca-cert").arg(file);
+        }
+        cmd.output().expect("lease runs")
+    };
+    for (env, flag) in [(Some(ca.as_path()), None), (None, Some(ca.as_path()))] {
+        let out = inspect(env, flag);
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "{env:?} {flag:?}: {stdout}\n{stderr}");
+        assert!(stdout.contains("server time"), "{stdout}");
+    }
+    // The flag wins over the variable: a wrong CA in either is refused.
+    let other = server.other_ca_path();
+    for (env, flag) in [
+        (Some(other.as_path()), None),
+        (Some(ca.as_path()), Some(other.as_path())),
+    ] {
+        let out = inspect(env, flag);
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{env:?} {flag:?}: {stderr}");
+        assert!(stderr.contains("refused the connection"), "{stderr}");
+        assert!(stderr.contains("UnknownIssuer"), "{stderr}");
+    }
+
+    // A short `lease run`: the command gets its pair over TLS.
+    let dir = temp_dir();
+    let script = r#"trap 'exit 0' TERM
+echo $LEASE_I $LEASE_N > "$DIR/env"
+sleep 100"#;
+    let mut run = Command::new(LEASE)
+        .args(["run", "--redis", url, "--name", &name, "--interval"])
+        .arg(interval_ms())
+        .args(["--drain-timeout", "3000", "--", "sh", "-c", script])
+        .env("DIR", &dir)
+        .env("SSL_CERT_FILE", &ca)
+        .env_remove("REDIS_URL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lease run starts");
+    let limit = test_interval() * 12 + Duration::from_secs(5);
+    let env = wait_for(limit, || read(&dir.join("env")));
+    sigterm(&run);
+    let status = wait_exit(&mut run, Duration::from_secs(10)).expect("lease run exits");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(run.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_eq!(env.as_deref(), Some("0 1\n"), "{stderr}");
+    assert!(status.success(), "{status:?}\n{stderr}");
 }

@@ -24,6 +24,10 @@ pub mod capture;
 pub mod history;
 #[cfg(feature = "redis-rs")]
 pub mod redis_rs;
+pub mod server;
+pub mod tls;
+
+pub use server::the_server_is_checked_once_per_worker;
 
 use std::future::Future;
 use std::task::{Context, Poll};
@@ -93,6 +97,7 @@ macro_rules! conformance_suite {
             bad_options_are_rejected,
             every_diagnostic_is_emitted,
             workers_with_other_rules_are_refused_until_the_group_leaves,
+            the_server_is_checked_once_per_worker,
         );
     };
     (@tests $adapter:ty, $run:path, $($scenario:ident),+ $(,)?) => {

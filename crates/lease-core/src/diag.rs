@@ -23,13 +23,16 @@
 //! | trace | next registration scheduled | delay, expires |
 //! | trace | pair handed to the loop | i, n |
 //!
-//! Two messages of our own, beyond the original's table:
+//! Messages of our own, beyond the original's table:
 //!
 //! | level | message | fields |
 //! |---|---|---|
 //! | warn | server clock moved | by, interval |
 //! | warn | reply rejected | error |
 //! | warn | group rules differ | ours, recorded |
+//! | debug | server checked | server, version |
+//! | info | server not checked | error |
+//! | error | server refused | error |
 //!
 //! Absent numbers (the idle pair, a missing count) are recorded as `-1`.
 //! Durations are recorded in milliseconds as floating-point numbers.
@@ -44,7 +47,7 @@ pub const TARGET: &str = "lease";
 
 /// Every message this crate and its adapters emit, in the order of the tables
 /// above (the original's 13 first).
-pub const MESSAGES: [&str; 16] = [
+pub const MESSAGES: [&str; 19] = [
     REGISTRATION_FAILED,
     LEASE_EXPIRED,
     DISCOVER_STARTED,
@@ -61,6 +64,9 @@ pub const MESSAGES: [&str; 16] = [
     SERVER_CLOCK_MOVED,
     REPLY_REJECTED,
     GROUP_RULES_DIFFER,
+    SERVER_CHECKED,
+    SERVER_NOT_CHECKED,
+    SERVER_REFUSED,
 ];
 
 /// error: a registration failed and will be retried.
@@ -96,6 +102,15 @@ pub const REPLY_REJECTED: &str = "reply rejected";
 /// warn: the group's rules recorded in Redis differ from this worker's; its
 /// registrations are refused and it holds nothing (rule 12).
 pub const GROUP_RULES_DIFFER: &str = "group rules differ";
+/// debug: the server's `INFO` was read at the start and it is not refused.
+pub const SERVER_CHECKED: &str = "server checked";
+/// info: the server's `INFO` could not be read at the start (an error, a
+/// reply that is not text, no answer within an interval): the worker runs
+/// unchecked.
+pub const SERVER_NOT_CHECKED: &str = "server not checked";
+/// error: the server is known to break the guarantee; the worker registers
+/// nothing and its stream ends.
+pub const SERVER_REFUSED: &str = "server refused";
 
 /// `url` with any password replaced by `***` (and a user name given alone,
 /// which Redis takes as a password, too), for messages that must name a
@@ -164,6 +179,22 @@ pub fn discover_stopped(name: &str, reason: StopReason) {
 /// `NOSCRIPT`).
 pub fn script_loaded(name: &str, sha: &str) {
     tracing::debug!(target: TARGET, name, sha, "{}", SCRIPT_LOADED);
+}
+
+/// Emits `server checked` (the driver calls this once per worker start).
+pub fn server_checked(name: &str, server: &crate::ServerInfo) {
+    let version = server.version.map(|v| v.to_string()).unwrap_or_default();
+    tracing::debug!(target: TARGET, name, server = server.kind.as_str(), version, "{}", SERVER_CHECKED);
+}
+
+/// Emits `server not checked`.
+pub fn server_not_checked(name: &str, error: &dyn Display) {
+    tracing::info!(target: TARGET, name, error = %error, "{}", SERVER_NOT_CHECKED);
+}
+
+/// Emits `server refused`.
+pub fn server_refused(name: &str, error: &crate::UnsupportedServer) {
+    tracing::error!(target: TARGET, name, error = %error, "{}", SERVER_REFUSED);
 }
 
 /// Emits `pair handed to the loop` (adapters call this when their stream

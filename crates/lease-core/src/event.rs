@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use crate::lease::Lease;
 use crate::rules::Refusal;
+use crate::server::UnsupportedServer;
 use crate::tasks::Tasks;
 
 /// An output of [`crate::Worker::poll_event`].
@@ -127,11 +128,17 @@ pub enum IdleReason {
     /// registrations are refused and write nothing until the record agrees or
     /// expires.
     Refused(Refusal),
+    /// The server is known to break the guarantee, or to refuse every
+    /// registration (checked once from `INFO` when the worker starts,
+    /// [`crate::check_server`]): the worker registers nothing and its
+    /// stream ends after this value.
+    UnsupportedServer(UnsupportedServer),
 }
 
 impl IdleReason {
     /// A short lowercase name, for logs, metrics and histories: `started`,
-    /// `handed-over`, `expired`, `cancelled`, `server-clock` or `refused`.
+    /// `handed-over`, `expired`, `cancelled`, `server-clock`, `refused` or
+    /// `unsupported-server`.
     pub fn as_str(&self) -> &'static str {
         match self {
             IdleReason::Started => "started",
@@ -140,6 +147,7 @@ impl IdleReason {
             IdleReason::Cancelled => "cancelled",
             IdleReason::ServerClock => "server-clock",
             IdleReason::Refused(_) => "refused",
+            IdleReason::UnsupportedServer(_) => "unsupported-server",
         }
     }
 }
@@ -148,6 +156,7 @@ impl fmt::Display for IdleReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             IdleReason::Refused(refusal) => write!(f, "refused: {refusal}"),
+            IdleReason::UnsupportedServer(why) => write!(f, "unsupported server: {why}"),
             other => f.write_str(other.as_str()),
         }
     }

@@ -42,6 +42,7 @@ pub mod ownership;
 mod reply;
 mod rules;
 mod script;
+pub mod server;
 mod tasks;
 mod worker;
 
@@ -55,5 +56,6 @@ pub use ownership::Slot;
 pub use reply::{Counted, MAX_SERVER_SECONDS, Reply, ReplyError, ServerMicros};
 pub use rules::{GroupRules, Refusal};
 pub use script::{Script, interval_key, rules_key};
+pub use server::{ServerInfo, ServerKind, UnsupportedServer, Version, check_server};
 pub use tasks::{Part, TaskDelta, TaskLease, Tasks};
 pub use worker::{RequestId, Token, Transmit, Worker};

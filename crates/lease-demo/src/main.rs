@@ -85,7 +85,9 @@ struct Args {
     history: Option<PathBuf>,
 
     /// Run the script with real lease-redis workers against this Redis
-    /// (e.g. redis://127.0.0.1:6379/). Each worker has its own thread,
+    /// (e.g. redis://127.0.0.1:6379/, or rediss://host:6380/ for TLS,
+    /// trusting the CA file named by SSL_CERT_FILE, else the system's
+    /// trust store). Each worker has its own thread,
     /// runtime and connection. The Redis restart step is skipped: the demo
     /// does not restart a server it did not start.
     #[arg(long, value_name = "URL", conflicts_with = "redis_server")]

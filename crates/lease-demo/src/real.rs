@@ -33,9 +33,13 @@ pub(crate) struct RealRun {
 /// The live view is redrawn at most this often.
 const FRAME: Duration = Duration::from_millis(50);
 
-/// Checks that the server at `url` answers `PING`.
+/// Checks that the server at `url` answers `PING` (over TLS for
+/// `rediss://`).
 pub(crate) fn connect(url: &str) -> Result<(), DemoError> {
     let shown = redact(url);
+    // rediss://: rustls on the ring provider, trusting SSL_CERT_FILE or the
+    // system's store (redis-rs reads them; the workers connect the same way).
+    lease_tls::install_default_provider();
     let client = redis::Client::open(url).map_err(|source| DemoError::BadUrl {
         shown: shown.clone(),
         source,

@@ -161,3 +161,32 @@ fn the_same_script_runs_with_real_workers_on_a_private_redis_server() {
     assert!(stdout.contains("Redis restarts"), "{stdout}");
     assert!(!stdout.contains("skipped"), "{stdout}");
 }
+
+/// `--redis rediss://...`: the demo's check and its real workers connect
+/// over TLS, trusting the CA named by `SSL_CERT_FILE`; with another CA the
+/// demo stops before starting anything.
+#[test]
+fn the_same_script_runs_with_real_workers_over_tls() {
+    let server = lease_testkit::TlsRedis::start().unwrap();
+    let refused = Command::new(env!("CARGO_BIN_EXE_lease-demo"))
+        .args(["--redis", server.url()])
+        .env("SSL_CERT_FILE", server.other_ca_path())
+        .output()
+        .expect("lease-demo runs");
+    let (_, stderr) = text(&refused);
+    assert_eq!(refused.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("UnknownIssuer"), "{stderr}");
+
+    let (svg, history) = (temp("tls.svg"), temp("tls.jsonl"));
+    let interval = lease_testkit::test_interval().as_millis().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_lease-demo"))
+        .args(["--redis", server.url(), "--interval", &interval, "--svg"])
+        .arg(&svg)
+        .arg("--history")
+        .arg(&history)
+        .env("SSL_CERT_FILE", server.ca_path())
+        .output()
+        .expect("lease-demo runs");
+    let stdout = check_run(&out, &svg, &history);
+    assert!(stdout.contains("rediss://127.0.0.1:"), "{stdout}");
+}

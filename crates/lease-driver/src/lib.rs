@@ -43,7 +43,8 @@ use std::time::{Duration, Instant};
 
 use lease_core::diag;
 use lease_core::{
-    Assignment, Clock, Event, OptionsError, ReplyError, RequestId, Script, Token, Worker,
+    Assignment, Clock, Event, IdleReason, OptionsError, ReplyError, RequestId, Script, Token,
+    UnsupportedServer, Worker,
 };
 
 use crate::metrics::Metrics;
@@ -199,6 +200,18 @@ pub trait Connection: Send + Sync {
 
     /// Whether `error` is Redis's `NOSCRIPT` (the script cache lacks it).
     fn is_noscript(error: &Self::Error) -> bool;
+
+    /// Runs [`lease_core::server::INFO_COMMAND`] (`INFO`, default sections)
+    /// and returns its text: `Some` if the reply is text (a cluster client's
+    /// per-node answers may be joined into one text), `None` if it is
+    /// anything else. The driver calls it once when the worker starts and
+    /// refuses a server [`lease_core::check_server`] refuses.
+    ///
+    /// The default returns `None` at once (no check): for connections that
+    /// are not a Redis server's, such as a simulator's.
+    fn server_info(&self) -> impl Future<Output = Result<Option<String>, Self::Error>> + Send {
+        std::future::ready(Ok(None))
+    }
 }
 
 /// A registration, owned, so it can outlive the borrow of the worker.
@@ -262,6 +275,16 @@ impl Request {
     }
 }
 
+/// What the start's server check decided.
+enum Checked {
+    /// Run (checked, or not checkable).
+    Passed,
+    /// Cancelled while checking.
+    Cancelled,
+    /// Refused: the worker registers nothing.
+    Refused(UnsupportedServer),
+}
+
 /// What woke the loop.
 enum Woke<E> {
     Cancelled,
@@ -274,6 +297,8 @@ enum Woke<E> {
 pub struct Driver {
     worker: Worker,
     name: Arc<str>,
+    /// How long the start's server check may take (the interval).
+    check_within: Duration,
     metrics: Metrics,
     clock: Clock,
     stream: Sender,
@@ -299,6 +324,7 @@ impl Driver {
         let (stream, receiver) = channel(name.clone());
         let driver = Self {
             worker,
+            check_within: o.interval,
             metrics: Metrics::new(&name),
             name,
             clock,
@@ -337,6 +363,30 @@ impl Driver {
         // 16) keeps running after the cancel, and a completed future must
         // not be polled again.
         let mut cancel_seen = false;
+        match self
+            .check_server(&conn, &sleep_until, cancelled.as_mut())
+            .await
+        {
+            Checked::Passed => {}
+            Checked::Cancelled => {
+                cancel_seen = true;
+                self.worker.handle_cancel(now());
+            }
+            Checked::Refused(why) => {
+                let at = now();
+                if self.drain_events() {
+                    let idle = Assignment::Idle(lease_core::Idle {
+                        reason: IdleReason::UnsupportedServer(why),
+                        since: at,
+                        ended: None,
+                        ended_tasks: None,
+                    });
+                    self.metrics.event(&Event::Assignment(idle.clone()));
+                    let _ = self.stream.send(idle);
+                }
+                return;
+            }
+        }
         let mut in_flight = Vec::new();
         loop {
             while let Some(request) = self.poll_request(now()) {
@@ -373,6 +423,58 @@ impl Driver {
                 }
                 Woke::Replied(done) => self.handle_reply(at, &done.0, done.1),
                 Woke::Timeout => self.worker.handle_timeout(at),
+            }
+        }
+    }
+
+    /// The start's server check: `INFO` once ([`Connection::server_info`]),
+    /// judged by [`lease_core::check_server`]. An error, a reply that is not
+    /// text, or no answer within an interval lets the worker run unchecked
+    /// (`server not checked`): a server that hides `INFO` (an ACL, a managed
+    /// service) is not refused for it. Cancellation during the check ends
+    /// it.
+    async fn check_server<C: Connection, S: Future>(
+        &self,
+        conn: &C,
+        sleep_until: impl Fn(Instant) -> S,
+        mut cancelled: std::pin::Pin<&mut impl Future>,
+    ) -> Checked {
+        let mut info = pin!(conn.server_info());
+        let mut timer = pin!(sleep_until(self.clock.now() + self.check_within));
+        let answer = poll_fn(|cx| {
+            if cancelled.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(None);
+            }
+            if let Poll::Ready(answer) = info.as_mut().poll(cx) {
+                return Poll::Ready(Some(Some(answer)));
+            }
+            timer.as_mut().poll(cx).map(|_| Some(None))
+        })
+        .await;
+        let text = match answer {
+            None => return Checked::Cancelled,
+            Some(Some(Ok(Some(text)))) => text,
+            Some(Some(Ok(None))) => {
+                diag::server_not_checked(&self.name, &"the reply to INFO is not text");
+                return Checked::Passed;
+            }
+            Some(Some(Err(error))) => {
+                diag::server_not_checked(&self.name, &error);
+                return Checked::Passed;
+            }
+            Some(None) => {
+                diag::server_not_checked(&self.name, &"no answer to INFO within an interval");
+                return Checked::Passed;
+            }
+        };
+        match lease_core::check_server(&text) {
+            Ok(server) => {
+                diag::server_checked(&self.name, &server);
+                Checked::Passed
+            }
+            Err(why) => {
+                diag::server_refused(&self.name, &why);
+                Checked::Refused(why)
             }
         }
     }
@@ -739,6 +841,113 @@ mod tests {
         let mut cx = Context::from_waker(Waker::noop());
         assert_eq!(stream.poll_next(&mut cx), Poll::Pending);
         assert_eq!(stream.name(), "g");
+    }
+
+    /// A server whose `INFO` says `info` (or fails with `"ERR"`), counting
+    /// registrations.
+    struct Described {
+        info: Result<Option<&'static str>, &'static str>,
+        log: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl Connection for Described {
+        type Error = &'static str;
+
+        async fn run(&self, command: Command<'_>) -> Result<Option<Vec<i64>>, &'static str> {
+            self.log
+                .lock()
+                .unwrap()
+                .push(command.verb.as_str().to_owned());
+            Ok(Some(vec![0, 10, 3, 1500]))
+        }
+
+        fn is_noscript(_: &&'static str) -> bool {
+            false
+        }
+
+        async fn server_info(&self) -> Result<Option<String>, &'static str> {
+            self.log.lock().unwrap().push("INFO".to_owned());
+            self.info.map(|text| text.map(str::to_owned))
+        }
+    }
+
+    /// Runs a driver against `info` until it ends (cancelled after its
+    /// first registrations if it runs); the values its stream yielded and
+    /// the commands it sent.
+    fn run_against(
+        info: Result<Option<&'static str>, &'static str>,
+    ) -> (Vec<Assignment>, Vec<String>) {
+        let runtime = world();
+        let (driver, mut stream) = driver(&runtime);
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let conn = Described {
+            info,
+            log: log.clone(),
+        };
+        // Cancelled once a registration went out: the loop then ends.
+        let sent = log.clone();
+        let cancelled = poll_fn(move |_| {
+            if sent.lock().unwrap().iter().any(|c| c == "EVALSHA") {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        });
+        block_on(driver.run(conn, |at| runtime.sleep_until(at), cancelled));
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut values = Vec::new();
+        while let Poll::Ready(Some(value)) = stream.poll_next(&mut cx) {
+            values.push(value);
+        }
+        let sent = log.lock().unwrap().clone();
+        (values, sent)
+    }
+
+    #[test]
+    fn a_server_that_info_shows_to_break_the_guarantee_is_refused_before_any_registration() {
+        let keydb = "# Server\r\nredis_version:6.3.4\r\n# Replication\r\nrole:active-replica\r\n";
+        let (values, sent) = run_against(Ok(Some(keydb)));
+        assert_eq!(sent, ["INFO"], "nothing registered");
+        let reasons: Vec<IdleReason> = values
+            .iter()
+            .map(|v| match v {
+                Assignment::Idle(idle) => idle.reason,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                IdleReason::Started,
+                IdleReason::UnsupportedServer(UnsupportedServer::ActiveReplica)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_server_that_passes_or_hides_info_is_registered_with() {
+        for info in [
+            Ok(Some("# Server\r\nredis_version:7.0.15\r\nrole:master\r\n")),
+            Ok(None),
+            Err("NOPERM this user has no permissions to run the 'info' command"),
+        ] {
+            let (values, sent) = run_against(info);
+            assert_eq!(sent[0], "INFO", "{info:?}");
+            assert!(
+                sent[1..].iter().any(|c| c == "EVALSHA"),
+                "{info:?}: {sent:?}"
+            );
+            assert!(
+                values.iter().all(|v| !matches!(
+                    v,
+                    Assignment::Idle(lease_core::Idle {
+                        reason: IdleReason::UnsupportedServer(_),
+                        ..
+                    })
+                )),
+                "{info:?}: {values:?}"
+            );
+        }
     }
 
     #[test]

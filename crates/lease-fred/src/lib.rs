@@ -101,8 +101,51 @@
 //! with registry `fred`. No field carries a URL or a password. With the
 //! `metrics` feature the driver records the metrics of [`lease_driver::metrics`].
 //!
+//! # TLS
+//!
+//! With the `tls` feature (fred's `enable-rustls-ring`: rustls with the ring
+//! provider, no OpenSSL), a `rediss://` URL connects over TLS and checks the
+//! server's certificate against `SSL_CERT_FILE` if set, else the system's
+//! trust store (fred's `TlsConnector::default_rustls`). For a CA file given
+//! in code, [`tls::config`] builds fred's `TlsConfig` from it:
+//!
+//! ```toml
+//! lease-fred = { version = "0.1", features = ["tls"] }
+//! ```
+//!
+//! ```no_run
+//! # #[cfg(feature = "tls")]
+//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::path::Path;
+//! use lease_fred::fred::prelude::*;
+//! use lease_fred::tls::{self, Trust};
+//!
+//! let mut config = Config::from_url("rediss://:password@redis.internal:6380/")?;
+//! // A private CA; `Trust::resolve(None)` is SSL_CERT_FILE, else the system.
+//! config.tls = Some(tls::config(&Trust::resolve(Some(Path::new("/etc/lease/redis-ca.pem"))))?);
+//! let client = Builder::from_config(config).build()?;
+//! client.init().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! [`ConnectionConfig::max_command_attempts`]: fred::types::config::ConnectionConfig::max_command_attempts
 #![forbid(unsafe_code)]
+
+/// `rediss://` with fred (feature `tls`): the trusted CAs, as fred's
+/// `TlsConfig`.
+#[cfg(feature = "tls")]
+pub mod tls {
+    pub use lease_tls::{TlsError, Trust};
+
+    /// fred's TLS configuration trusting `trust` (a CA file, `SSL_CERT_FILE`
+    /// or the system's store: [`Trust::resolve`]), on rustls's ring
+    /// provider; set it as `Config::tls`.
+    pub fn config(trust: &Trust) -> Result<fred::types::config::TlsConfig, TlsError> {
+        let connector = fred::types::config::TlsConnector::from(trust.client_config()?);
+        Ok(connector.into())
+    }
+}
 
 use std::future::Future;
 use std::time::Instant;
@@ -206,5 +249,21 @@ impl<C: LuaInterface + Send + Sync> Connection for Fred<C> {
 
     fn is_noscript(error: &Self::Error) -> bool {
         error.details().starts_with("NOSCRIPT")
+    }
+
+    fn server_info(&self) -> impl Future<Output = Result<Option<String>, Self::Error>> + Send {
+        let info = fred::types::CustomCommand::new_static(
+            lease_core::server::INFO_COMMAND,
+            fred::types::ClusterHash::Random,
+            false,
+        );
+        async move {
+            let reply: Value = self.0.custom(info, Vec::<Value>::new()).await?;
+            Ok(match reply {
+                Value::String(text) => Some(text.to_string()),
+                Value::Bytes(bytes) => String::from_utf8(bytes.to_vec()).ok(),
+                _ => None,
+            })
+        }
     }
 }

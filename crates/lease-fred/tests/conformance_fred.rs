@@ -208,3 +208,42 @@ fn resend_stands_the_group_down_in_arrival_mode() {
         group.check();
     });
 }
+
+/// TLS (feature `tls`): a group over `rediss://` to a `redis-server` with
+/// `--tls-port` and a CA the test made, trusted through the crate's knob
+/// (`lease_fred::tls::config` with the CA file); a client that trusts
+/// another CA is refused with fred's TLS error, not a panic.
+#[cfg(feature = "tls")]
+mod tls {
+    use super::*;
+    use lease_fred::tls::Trust;
+    use lease_testkit::TlsRedis;
+
+    fn config(server: &TlsRedis, trust: &Trust) -> Config {
+        let mut config = Config::from_url(server.url()).expect("url");
+        config.tls = Some(lease_fred::tls::config(trust).expect("trusted CAs"));
+        config
+    }
+
+    #[test]
+    fn a_group_settles_over_tls_trusting_the_ca_file() {
+        let server = TlsRedis::start().expect("a redis-server with --tls-port");
+        run(async {
+            let conn = client(config(&server, &Trust::File(server.ca_path()))).await;
+            lease_conformance::tls::group_settles_over_tls::<Fred>(&conn).await;
+        });
+    }
+
+    #[test]
+    fn a_client_trusting_another_ca_is_refused() {
+        let server = TlsRedis::start().expect("a redis-server with --tls-port");
+        run(async {
+            // No reconnect policy: `init` reports the first failure.
+            let config = config(&server, &Trust::File(server.other_ca_path()));
+            let client = Builder::from_config(config).build().expect("fred client");
+            let error = client.init().await.expect_err("not trusted");
+            // fred reports rustls's verdict as an I/O error.
+            assert!(error.details().contains("UnknownIssuer"), "{error:?}");
+        });
+    }
+}

@@ -87,11 +87,46 @@
 //!   crate is only [`RedisRs`], the runtime-agnostic redis-rs side of a
 //!   registration, which `lease-smol` shares.
 //! * `metrics`: record metrics (see the `metrics` module).
+//! * `tls`: `rediss://` URLs, through redis-rs's `tokio-rustls-comp` (rustls
+//!   with the ring provider; no OpenSSL). The server's certificate is checked
+//!   against `SSL_CERT_FILE` if set, else the system's trust store;
+//!   `tls::client` takes a CA file too. See "TLS" below.
+//! * `tls-client`: only the `tls` module, without the tokio driver (what
+//!   `lease-smol`'s `tls` feature uses).
+//!
+//! # TLS
+//!
+//! With the `tls` feature, a `rediss://` URL is all it takes:
+//!
+//! ```toml
+//! lease-redis = { version = "0.1", features = ["tls"] }
+//! ```
+//!
+//! ```no_run
+//! # #[cfg(feature = "tls")]
+//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use lease_redis::redis::aio::ConnectionManager;
+//! use lease_redis::tls::{self, Trust};
+//! use lease_redis::{Options, discover};
+//!
+//! // A private CA: SSL_CERT_FILE=/etc/lease/redis-ca.pem in the environment,
+//! // or the file given here; neither: the system's trust store.
+//! let trust = Trust::resolve(None);
+//! let client = tls::client("rediss://:password@redis.internal:6380/", &trust)?;
+//! let redis = ConnectionManager::new(client).await?;
+//! let assignments = discover(redis, Options::new("mail-sender", Duration::from_secs(5)))?;
+//! # drop(assignments);
+//! # Ok(())
+//! # }
+//! ```
 #![forbid(unsafe_code)]
 
 #[cfg(feature = "tokio")]
 mod driver;
 mod redis_rs;
+#[cfg(feature = "tls-client")]
+pub mod tls;
 
 #[cfg(feature = "tokio")]
 pub use driver::{Discover, Options, discover};

@@ -36,6 +36,32 @@ where
     fn is_noscript(error: &RedisError) -> bool {
         error.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
     }
+
+    fn server_info(&self) -> impl Future<Output = Result<Option<String>, RedisError>> + Send {
+        let cmd = redis::cmd(lease_core::server::INFO_COMMAND);
+        let mut conn = self.0.clone();
+        async move {
+            let value: Value = cmd.query_async(&mut conn).await?;
+            Ok(text(&value))
+        }
+    }
+}
+
+/// The reply as text: a string, or the strings of a cluster client's
+/// per-node answer (a map of node to text, or an array) joined by newlines.
+fn text(value: &Value) -> Option<String> {
+    match value {
+        Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
+        Value::SimpleString(s) | Value::VerbatimString { text: s, .. } => Some(s.clone()),
+        Value::Map(pairs) => join(pairs.iter().map(|(_, v)| v)),
+        Value::Array(items) => join(items.iter()),
+        _ => None,
+    }
+}
+
+fn join<'a>(values: impl Iterator<Item = &'a Value>) -> Option<String> {
+    let texts: Option<Vec<String>> = values.map(text).collect();
+    texts.filter(|t| !t.is_empty()).map(|t| t.join("\n"))
 }
 
 /// The reply as integers, if it is an array of integers and nothing else.
@@ -55,6 +81,26 @@ fn integers(value: &Value) -> Option<Vec<i64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn info_replies_are_text_also_per_node() {
+        let one = Value::BulkString(b"redis_version:7.0.15\r\n".to_vec());
+        assert_eq!(text(&one).as_deref(), Some("redis_version:7.0.15\r\n"));
+        let nodes = Value::Map(vec![
+            (
+                Value::SimpleString("a:1".into()),
+                Value::BulkString(b"role:master".to_vec()),
+            ),
+            (
+                Value::SimpleString("b:2".into()),
+                Value::BulkString(b"role:slave".to_vec()),
+            ),
+        ]);
+        assert_eq!(text(&nodes).as_deref(), Some("role:master\nrole:slave"));
+        assert_eq!(text(&Value::Int(1)), None);
+        assert_eq!(text(&Value::Array(vec![])), None);
+        assert_eq!(text(&Value::BulkString(vec![0xff])), None);
+    }
 
     #[test]
     fn only_arrays_of_integers_are_integers() {

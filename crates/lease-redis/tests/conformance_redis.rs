@@ -84,3 +84,53 @@ fn multiplexed_four_workers_settle() {
 fn multiplexed_script_flush() {
     run(conformance::script_flush::<RedisMultiplexed>());
 }
+
+/// TLS (feature `tls`): a group over `rediss://` to a `redis-server` with
+/// `--tls-port` and a CA the test made, trusted through the crate's knob
+/// (`lease_redis::tls::client` with the CA file); a client that trusts
+/// another CA is refused with redis-rs's error, not a panic.
+#[cfg(feature = "tls")]
+mod tls {
+    use super::*;
+    use lease_redis::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+    use lease_redis::tls::{ClientError, Trust};
+    use lease_testkit::TlsRedis;
+
+    #[test]
+    fn a_group_settles_over_tls_trusting_the_ca_file() {
+        let server = TlsRedis::start().expect("a redis-server with --tls-port");
+        run(async {
+            let trust = Trust::File(server.ca_path());
+            let client = lease_redis::tls::client(server.url(), &trust).expect("client");
+            let config = ConnectionManagerConfig::new()
+                .set_min_delay(Duration::from_millis(10))
+                .set_max_delay(Duration::from_millis(100));
+            let manager = ConnectionManager::new_with_config(client, config)
+                .await
+                .expect("a TLS connection");
+            conformance::tls::group_settles_over_tls::<Redis<false>>(&Conn::Manager(manager)).await;
+        });
+    }
+
+    #[test]
+    fn a_client_trusting_another_ca_is_refused() {
+        let server = TlsRedis::start().expect("a redis-server with --tls-port");
+        run(async {
+            let trust = Trust::File(server.other_ca_path());
+            let client = lease_redis::tls::client(server.url(), &trust).expect("client");
+            let refused = client.get_multiplexed_async_connection().await;
+            let error = refused.expect_err("the server's certificate is not trusted");
+            let text = error.to_string();
+            assert!(
+                text.contains("certificate") || text.contains("UnknownIssuer"),
+                "{text}"
+            );
+            // And a CA file that is not there fails before connecting.
+            let missing = Trust::File(server.ca_path().with_file_name("missing.pem"));
+            assert!(matches!(
+                lease_redis::tls::client(server.url(), &missing),
+                Err(ClientError::Tls(_))
+            ));
+        });
+    }
+}

@@ -93,6 +93,28 @@
 //! with registry `redis-rs/smol`. No field carries a URL or a password. With
 //! the `metrics` feature the driver records the metrics of
 //! [`lease_driver::metrics`].
+//!
+//! # TLS
+//!
+//! With the `tls` feature (redis-rs's `smol-rustls-comp`: rustls on the ring
+//! provider, no OpenSSL), `rediss://` URLs connect over TLS, trusting
+//! `SSL_CERT_FILE` if set, else the system's trust store; [`tls::client`]
+//! takes a CA file:
+//!
+//! ```no_run
+//! # #[cfg(feature = "tls")]
+//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::path::Path;
+//! use lease_smol::redis::aio::ConnectionManager;
+//! use lease_smol::tls::{self, Trust};
+//!
+//! let trust = Trust::resolve(Some(Path::new("/etc/lease/redis-ca.pem")));
+//! let client = tls::client("rediss://redis.internal:6380/", &trust)?;
+//! let redis = ConnectionManager::new(client).await?;
+//! # drop(redis);
+//! # Ok(())
+//! # }
+//! ```
 #![forbid(unsafe_code)]
 
 mod cancel;
@@ -117,6 +139,10 @@ pub use lease_core::ownership::Mapping;
 pub use lease_core::{
     Assignment, GroupRules, Idle, IdleReason, Lease, Mode, OptionsError, Refusal, Slot, Token,
 };
+/// `rediss://` clients trusting a CA file, `SSL_CERT_FILE` or the system's
+/// store (feature `tls`; shared with lease-redis).
+#[cfg(feature = "tls")]
+pub use lease_redis::tls;
 /// redis-rs, re-exported so that one dependency line is enough.
 pub use redis;
 

@@ -66,3 +66,44 @@ mod on_smol {
 mod on_async_std {
     lease_conformance::conformance_suite!(super::Smol<true>, async_std::task::block_on);
 }
+
+/// TLS (feature `tls`): a group over `rediss://` on redis-rs's smol runtime
+/// to a `redis-server` with `--tls-port` and a CA the test made, trusted
+/// through `lease_smol::tls::client` with the CA file; a client that trusts
+/// another CA is refused with redis-rs's error.
+#[cfg(feature = "tls")]
+mod tls {
+    use lease_smol::redis::aio::ConnectionManager;
+    use lease_smol::tls::Trust;
+    use lease_testkit::TlsRedis;
+
+    use super::*;
+
+    #[test]
+    fn a_group_settles_over_tls_trusting_the_ca_file() {
+        let server = TlsRedis::start().expect("a redis-server with --tls-port");
+        smol::block_on(async {
+            let trust = Trust::File(server.ca_path());
+            let client = lease_smol::tls::client(server.url(), &trust).expect("client");
+            let manager = ConnectionManager::new(client)
+                .await
+                .expect("a TLS connection");
+            lease_conformance::tls::group_settles_over_tls::<Smol<false>>(&Conn::Manager(manager))
+                .await;
+        });
+    }
+
+    #[test]
+    fn a_client_trusting_another_ca_is_refused() {
+        let server = TlsRedis::start().expect("a redis-server with --tls-port");
+        smol::block_on(async {
+            let trust = Trust::File(server.other_ca_path());
+            let client = lease_smol::tls::client(server.url(), &trust).expect("client");
+            let error = client
+                .get_multiplexed_async_connection()
+                .await
+                .expect_err("the server's certificate is not trusted");
+            assert!(error.to_string().contains("UnknownIssuer"), "{error}");
+        });
+    }
+}

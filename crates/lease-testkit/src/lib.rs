@@ -26,6 +26,8 @@
 //!   [replication state](RedisServer::replication).
 //! * [`RedisSentinel`]: Sentinel (`redis-server --sentinel`) watching a
 //!   primary, with `SENTINEL FAILOVER`.
+//! * [`TlsRedis`]: a server that also listens for TLS (`--tls-port`), with
+//!   a private CA the test makes itself (rcgen).
 //! * [`command`]: one admin command (`SCRIPT FLUSH`, `CLIENT KILL`, `INFO`,
 //!   …) on a redis-rs [`Connection`](redis::Connection) from `connect()`;
 //!   every `command` method returns a redis-rs [`Value`](redis::Value).
@@ -66,6 +68,7 @@ mod replica;
 mod sentinel;
 mod server;
 mod test_redis;
+mod tls;
 mod util;
 
 use std::sync::OnceLock;
@@ -77,6 +80,7 @@ pub use replica::{REPLICATION_TIMEOUT, ReplicatedRedis, Replication};
 pub use sentinel::RedisSentinel;
 pub use server::RedisServer;
 pub use test_redis::TestRedis;
+pub use tls::TlsRedis;
 pub use util::command;
 
 /// Default of [`test_interval`].
