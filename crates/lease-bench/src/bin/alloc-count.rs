@@ -291,7 +291,7 @@ mod adapters {
         });
         let w = window(
             || calls.load(Ordering::Relaxed),
-            |d| rt.block_on(tokio::time::sleep(d)),
+            |d| rt.block_on(async { tokio::time::sleep(d).await }),
         );
         for (task, _) in &keep {
             task.abort();
@@ -318,7 +318,7 @@ mod adapters {
             }
             streams
         });
-        let w = window(|| evalsha(server), |d| rt.block_on(tokio::time::sleep(d)));
+        let w = window(|| evalsha(server), |d| rt.block_on(async { tokio::time::sleep(d).await }));
         for s in streams {
             s.abort();
         }
@@ -342,7 +342,7 @@ mod adapters {
             }
             streams
         });
-        let w = window(|| evalsha(server), |d| rt.block_on(tokio::time::sleep(d)));
+        let w = window(|| evalsha(server), |d| rt.block_on(async { tokio::time::sleep(d).await }));
         for s in streams {
             s.abort();
         }
@@ -399,7 +399,7 @@ mod adapters {
             table.row([
                 name.to_owned(),
                 w.registrations.to_string(),
-                format!("{:.2}", w.allocs as f64 / r),
+                format!("{:.3}", w.allocs as f64 / r),
                 format!("{:.0}", w.bytes as f64 / r),
                 format!("{:.1}", load_average()),
             ]);

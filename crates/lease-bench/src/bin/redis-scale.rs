@@ -6,9 +6,10 @@
 //!
 //! Usage: `redis-scale [--groups N[,N..]] [--intervals N] [--interval-ms MS]
 //! [--adapters redis,fred,smol] [--modes ranked,arrival] [--connections N]
-//! [--response-timeout-ms MS]` (default 10,000 groups, 60 intervals of
+//! [--response-timeout-ms MS] [--spread default|widest|S]` (default 10,000 groups, 60 intervals of
 //! 1,000 ms, lease-redis, both modes, one connection, redis-rs's response
-//! timeout set to the interval as lease-redis's docs advise; 0 = none).
+//! timeout set to the interval as lease-redis's docs advise; 0 = none;
+//! the default Ranked spread, `widest` for `Options::max_spread`).
 //! Each adapter runs its workers on two threads: tokio's multi-thread
 //! runtime with 2 workers (lease-redis, lease-fred), a `smol::Executor` run
 //! by 2 threads (lease-smol). Groups are dealt round-robin over the
@@ -83,6 +84,37 @@ struct Setup {
     connections: usize,
     /// redis-rs's response timeout; `None`: none.
     response_timeout: Option<Duration>,
+    /// The Ranked schedule's spread.
+    spread: Spread,
+}
+
+/// Which Ranked spread the workers use.
+#[derive(Clone, Copy, Debug)]
+enum Spread {
+    Default,
+    Widest,
+    Fixed(f64),
+}
+
+impl Spread {
+    fn apply(self, o: lease_core::Options) -> lease_core::Options {
+        match self {
+            Spread::Default => o,
+            Spread::Widest => {
+                let widest = o.max_spread();
+                o.with_spread(widest)
+            }
+            Spread::Fixed(s) => o.with_spread(s),
+        }
+    }
+
+    fn describe(self) -> String {
+        match self {
+            Spread::Default => "default".to_owned(),
+            Spread::Widest => "widest".to_owned(),
+            Spread::Fixed(s) => format!("{s} L"),
+        }
+    }
 }
 
 /// The executor lease-smol's workers run on: two threads.
@@ -114,9 +146,8 @@ async fn consume(mut pairs: impl futures::Stream<Item = lease_core::Assignment> 
 
 /// Starts every group's worker; dropping the returned value stops them.
 async fn start(server: &RedisServer, s: Setup, counts: &Arc<Counts>) -> Box<dyn std::any::Any> {
-    let options = |g: usize| {
-        lease_core::Options::new(format!("scale-{g}"), s.l).with_mode(s.mode)
-    };
+    let options =
+        |g: usize| s.spread.apply(lease_core::Options::new(format!("scale-{g}"), s.l).with_mode(s.mode));
     let config = redis::AsyncConnectionConfig::new().set_response_timeout(s.response_timeout);
     let client = redis::Client::open(server.url()).expect("url");
     match s.adapter {
@@ -265,10 +296,11 @@ fn main() {
     let mut modes = vec![Mode::Ranked, Mode::Arrival];
     let mut connections = 1usize;
     let mut response_timeout_ms: Option<u64> = None;
+    let mut spread = Spread::Default;
     let mut args = std::env::args().skip(1);
     let usage = || -> ! {
         eprintln!(
-            "usage: redis-scale [--groups N[,N..]] [--intervals N] [--interval-ms MS] [--adapters redis,fred,smol] [--modes ranked,arrival] [--connections N] [--response-timeout-ms MS]"
+            "usage: redis-scale [--groups N[,N..]] [--intervals N] [--interval-ms MS] [--adapters redis,fred,smol] [--modes ranked,arrival] [--connections N] [--response-timeout-ms MS] [--spread default|widest|S]"
         );
         std::process::exit(2);
     };
@@ -301,6 +333,13 @@ fn main() {
             "--intervals" => intervals = v.parse().unwrap_or_else(|_| usage()),
             "--interval-ms" => interval_ms = v.parse().unwrap_or_else(|_| usage()),
             "--connections" => connections = v.parse().unwrap_or_else(|_| usage()),
+            "--spread" => {
+                spread = match v.as_str() {
+                    "default" => Spread::Default,
+                    "widest" => Spread::Widest,
+                    x => Spread::Fixed(x.parse().unwrap_or_else(|_| usage())),
+                };
+            }
             "--response-timeout-ms" => {
                 response_timeout_ms = Some(v.parse().unwrap_or_else(|_| usage()));
             }
@@ -358,6 +397,7 @@ fn main() {
                     mode,
                     connections,
                     response_timeout,
+                    spread,
                 };
                 let r = rt.block_on(run(&server, setup));
                 eprintln!("{} {groups} {mode} done: {} expiries", adapter.name(), r.expiries);
@@ -396,6 +436,7 @@ fn main() {
         None => "none".to_owned(),
     };
     println!(
-        "redis-server {version} on loopback; one worker per group; {connections} connection(s) per adapter; workers on 2 threads; redis-rs response timeout {timeout}.\n"
+        "redis-server {version} on loopback; one worker per group; {connections} connection(s) per adapter; workers on 2 threads; redis-rs response timeout {timeout}; Ranked spread {}.\n",
+        spread.describe()
     );
 }
