@@ -369,7 +369,9 @@ pub enum OptionsError {
     IntervalNotWholeMillis(Duration),
     /// The Ranked schedule's spread is below 0 or above
     /// [`Options::max_spread`].
-    #[error("the spread is {spread}; it must be between 0 and {max} (the band less a reserve for retries)")]
+    #[error(
+        "the spread is {spread}; it must be between 0 and {max} (the band less a reserve for retries)"
+    )]
     SpreadOutOfRange {
         /// The spread given, in `L`.
         spread: f64,

@@ -211,7 +211,10 @@ mod adapters {
     }
 
     fn counters() -> (u64, u64) {
-        (ALLOCS.load(Ordering::Relaxed), BYTES.load(Ordering::Relaxed))
+        (
+            ALLOCS.load(Ordering::Relaxed),
+            BYTES.load(Ordering::Relaxed),
+        )
     }
 
     /// Counts allocations while `wait` sleeps the window, with
@@ -252,7 +255,10 @@ mod adapters {
             let server = 1_700_000_000_000_000 + self.t0.elapsed().as_micros() as i64;
             let l = L.as_micros() as i64;
             let k = server / l;
-            let named: Option<i64> = command.keys[0].rsplit(':').next().and_then(|k| k.parse().ok());
+            let named: Option<i64> = command.keys[0]
+                .rsplit(':')
+                .next()
+                .and_then(|k| k.parse().ok());
             let (sec, usec) = (server / 1_000_000, server % 1_000_000);
             let reply = if named == Some(k) {
                 Integers::collect([1, k, sec, usec, 0, 1], Some)
@@ -286,7 +292,10 @@ mod adapters {
                     calls: calls.clone(),
                 };
                 let sleep = |at: Instant| tokio::time::sleep_until(at.into());
-                keep.push((tokio::spawn(driver.run(conn, sleep, std::future::pending::<()>())), stream));
+                keep.push((
+                    tokio::spawn(driver.run(conn, sleep, std::future::pending::<()>())),
+                    stream,
+                ));
             }
         });
         let w = window(
@@ -314,11 +323,16 @@ mod adapters {
             let mut streams = Vec::new();
             for g in 0..groups {
                 let mut s = lease_redis::discover(conn.clone(), options(g).into()).expect("valid");
-                streams.push(tokio::spawn(async move { while s.next().await.is_some() {} }));
+                streams.push(tokio::spawn(
+                    async move { while s.next().await.is_some() {} },
+                ));
             }
             streams
         });
-        let w = window(|| evalsha(server), |d| rt.block_on(async { tokio::time::sleep(d).await }));
+        let w = window(
+            || evalsha(server),
+            |d| rt.block_on(async { tokio::time::sleep(d).await }),
+        );
         for s in streams {
             s.abort();
         }
@@ -338,11 +352,16 @@ mod adapters {
             let mut streams = Vec::new();
             for g in 0..groups {
                 let mut s = lease_fred::discover(client.clone(), options(g).into()).expect("valid");
-                streams.push(tokio::spawn(async move { while s.next().await.is_some() {} }));
+                streams.push(tokio::spawn(
+                    async move { while s.next().await.is_some() {} },
+                ));
             }
             streams
         });
-        let w = window(|| evalsha(server), |d| rt.block_on(async { tokio::time::sleep(d).await }));
+        let w = window(
+            || evalsha(server),
+            |d| rt.block_on(async { tokio::time::sleep(d).await }),
+        );
         for s in streams {
             s.abort();
         }
@@ -404,9 +423,15 @@ mod adapters {
                 format!("{:.1}", load_average()),
             ]);
         };
-        row("driver + core + tokio timers (a connection that allocates nothing)", null_driver(groups));
+        row(
+            "driver + core + tokio timers (a connection that allocates nothing)",
+            null_driver(groups),
+        );
         for (name, f) in [
-            ("lease-redis (redis-rs multiplexed, tokio current-thread)", redis as fn(&RedisServer, usize) -> Window),
+            (
+                "lease-redis (redis-rs multiplexed, tokio current-thread)",
+                redis as fn(&RedisServer, usize) -> Window,
+            ),
             ("lease-fred (fred client, tokio current-thread)", fred),
             ("lease-smol (redis-rs multiplexed, smol executor)", smol),
         ] {

@@ -130,7 +130,10 @@ fn smol_executor() -> &'static smol::Executor<'static> {
 }
 
 /// Counts what one worker's stream yields.
-async fn consume(mut pairs: impl futures::Stream<Item = lease_core::Assignment> + Unpin, counts: Arc<Counts>) {
+async fn consume(
+    mut pairs: impl futures::Stream<Item = lease_core::Assignment> + Unpin,
+    counts: Arc<Counts>,
+) {
     while let Some(p) = pairs.next().await {
         counts.items.fetch_add(1, Ordering::Relaxed);
         if p.lease().is_some() {
@@ -146,8 +149,10 @@ async fn consume(mut pairs: impl futures::Stream<Item = lease_core::Assignment> 
 
 /// Starts every group's worker; dropping the returned value stops them.
 async fn start(server: &RedisServer, s: Setup, counts: &Arc<Counts>) -> Box<dyn std::any::Any> {
-    let options =
-        |g: usize| s.spread.apply(lease_core::Options::new(format!("scale-{g}"), s.l).with_mode(s.mode));
+    let options = |g: usize| {
+        s.spread
+            .apply(lease_core::Options::new(format!("scale-{g}"), s.l).with_mode(s.mode))
+    };
     let config = redis::AsyncConnectionConfig::new().set_response_timeout(s.response_timeout);
     let client = redis::Client::open(server.url()).expect("url");
     match s.adapter {
@@ -164,7 +169,10 @@ async fn start(server: &RedisServer, s: Setup, counts: &Arc<Counts>) -> Box<dyn 
             for g in 0..s.groups {
                 let conn = conns[g % conns.len()].clone();
                 let pairs = lease_redis::discover(conn, options(g).into()).expect("valid options");
-                tasks.push(tokio_util_abort(tokio::spawn(consume(pairs, counts.clone()))));
+                tasks.push(tokio_util_abort(tokio::spawn(consume(
+                    pairs,
+                    counts.clone(),
+                ))));
             }
             Box::new(tasks)
         }
@@ -181,7 +189,10 @@ async fn start(server: &RedisServer, s: Setup, counts: &Arc<Counts>) -> Box<dyn 
             for g in 0..s.groups {
                 let c = clients[g % clients.len()].clone();
                 let pairs = lease_fred::discover(c, options(g).into()).expect("valid options");
-                tasks.push(tokio_util_abort(tokio::spawn(consume(pairs, counts.clone()))));
+                tasks.push(tokio_util_abort(tokio::spawn(consume(
+                    pairs,
+                    counts.clone(),
+                ))));
             }
             Box::new((tasks, clients))
         }
@@ -400,7 +411,11 @@ fn main() {
                     spread,
                 };
                 let r = rt.block_on(run(&server, setup));
-                eprintln!("{} {groups} {mode} done: {} expiries", adapter.name(), r.expiries);
+                eprintln!(
+                    "{} {groups} {mode} done: {} expiries",
+                    adapter.name(),
+                    r.expiries
+                );
                 table.row([
                     adapter.name().to_owned(),
                     groups.to_string(),
