@@ -262,12 +262,14 @@ pub trait Connection: Send + Sync {
 /// has at most one live request, but in Ranked mode it keeps accepting the
 /// reply of a request it timed out (a hedge, rule 9) until that request's
 /// `expires_at`; with a slow connection those add up. When a new request is
-/// due and this many are in flight, the driver abandons the oldest: it drops
-/// its client future (a queued command may still reach Redis, as after any
-/// timeout) and reports it to the worker as failed (`abandoned: in-flight
-/// bound`), which ignores a hedge's failure and retries a live request. So a
-/// worker's memory and its share of the connection stay bounded however slow
-/// Redis gets.
+/// due and this many are in flight, the driver does not send it: it reports
+/// it to the worker as failed at once (`not sent: in-flight bound`), and the
+/// worker backs off and retries as after any failure (rule 9), while the
+/// requests in flight stay in flight: on one connection replies come back in
+/// the order of the sends, so the oldest is the likeliest to be answered
+/// first. A slot frees when its request is answered, fails or reaches its
+/// `expires_at`. So a worker's memory and its share of the connection stay
+/// bounded however slow Redis gets.
 pub const MAX_IN_FLIGHT: usize = 4;
 
 /// A registration in flight: what the driver needs when it ends.
@@ -405,8 +407,8 @@ impl Driver {
         let mut timer_at = None;
         loop {
             // Send every registration due, each in a free slot (made if
-            // fewer than `MAX_IN_FLIGHT` exist); with none free, the oldest
-            // request is abandoned (see `MAX_IN_FLIGHT`).
+            // fewer than `MAX_IN_FLIGHT` exist); with none free, it is not
+            // sent (see `MAX_IN_FLIGHT`).
             loop {
                 let at = now();
                 let Some(t) = self.worker.poll_transmit() else {
@@ -424,13 +426,16 @@ impl Driver {
                         });
                         slots.len() - 1
                     }
-                    None => (0..slots.len())
-                        .min_by_key(|&x| slots[x].sent.map(|s| s.sent_at))
-                        .unwrap_or(0),
+                    None => {
+                        // At the bound: this one is not sent (see
+                        // `MAX_IN_FLIGHT`); the worker backs off and retries.
+                        let id = t.id;
+                        self.worker
+                            .handle_failure(at, id, &"not sent: in-flight bound");
+                        continue;
+                    }
                 };
                 let slot = &mut slots[x];
-                let abandoned = slot.sent.take();
-                slot.reply.set(None);
                 for (into, from) in slot.keys.iter_mut().zip(t.keys) {
                     into.clear();
                     into.push_str(from);
@@ -451,10 +456,6 @@ impl Driver {
                 };
                 let reply = conn.run(command);
                 slot.reply.set(Some(reply));
-                if let Some(old) = abandoned {
-                    self.worker
-                        .handle_failure(at, old.id, &"abandoned: in-flight bound");
-                }
             }
             if !self.drain_events() {
                 return;
@@ -1029,8 +1030,8 @@ mod tests {
     /// `in_flight` is bounded: when Redis stops answering a Ranked worker
     /// that holds a lease, it keeps hedging on a short timeout (each
     /// timed-out request stays in flight until its `expires_at`, the lease's
-    /// deadline), and the driver abandons the oldest once `MAX_IN_FLIGHT`
-    /// are in flight.
+    /// deadline), and the driver sends no more once `MAX_IN_FLIGHT` are in
+    /// flight.
     #[test]
     fn requests_in_flight_are_bounded() {
         let world = World::new();
