@@ -346,7 +346,7 @@ mod adapters {
             .build()
             .expect("runtime");
         let streams = rt.block_on(async {
-            let config = Config::from_url(&server.url()).expect("url");
+            let config = Config::from_url(server.url()).expect("url");
             let client = Builder::from_config(config).build().expect("client");
             client.init().await.expect("connect");
             let mut streams = Vec::new();

@@ -180,7 +180,7 @@ async fn start(server: &RedisServer, s: Setup, counts: &Arc<Counts>) -> Box<dyn 
             use fred::prelude::*;
             let mut clients = Vec::new();
             for _ in 0..s.connections {
-                let config = Config::from_url(&server.url()).expect("url");
+                let config = Config::from_url(server.url()).expect("url");
                 let c = Builder::from_config(config).build().expect("client");
                 c.init().await.expect("connect");
                 clients.push(c);
