@@ -4,6 +4,7 @@
 #   scripts/bench-redis.sh settled     16 workers, 1,000 intervals at 300/200/100/75/50 ms (~13 min)
 #   scripts/bench-redis.sh scale       10,000 groups over one connection, L = 1 s, both modes (~3 min)
 #   scripts/bench-redis.sh throughput  registrations/s against redis-benchmark (~1 min)
+#   scripts/bench-redis.sh alloc       allocations per registration through each adapter (~30 s)
 #   scripts/bench-redis.sh all         the three, in this order
 # Arguments after the table's name go to its binary.
 set -euo pipefail
@@ -23,10 +24,11 @@ case "$what" in
   settled) "$bin/redis-settled" "$@" ;;
   scale) "$bin/redis-scale" "$@" ;;
   throughput) "$bin/redis-throughput" "$@" ;;
+  alloc) "$bin/alloc-count" --adapters "$@" ;;
   all)
     "$bin/redis-settled"
     "$bin/redis-scale"
     "$bin/redis-throughput"
     ;;
-  *) echo "usage: $0 [settled|scale|throughput|all] [args]" >&2; exit 2 ;;
+  *) echo "usage: $0 [settled|scale|throughput|alloc|all] [args]" >&2; exit 2 ;;
 esac

@@ -182,6 +182,16 @@ pub struct Options {
     /// control `bad-skip` of rule 13.
     #[doc(hidden)]
     pub sabotage_pair_from_any_previous_reply: bool,
+    /// Width of the Ranked schedule's spread (rule 8), in `L`: a worker
+    /// fires at `G + frac(token)·spread·L` into each interval. `None` (the
+    /// default) is the early spread `min(g, 0.1, (1-2g)/2)`, which leaves
+    /// the most of the interval for slow round trips and pauses. A process
+    /// that runs thousands of groups on one Redis should widen it (up to
+    /// [`Options::max_spread`], `0.45` at the default gap), so that their
+    /// registrations do not all queue in the first tenth of the interval
+    /// (docs/choosing-an-interval.md). At least 0, at most
+    /// [`Options::max_spread`]. `Arrival` mode ignores it.
+    pub spread: Option<f64>,
     /// **Test only: breaks exclusivity.** Keeps a lease that a later reply
     /// does not renew until half an interval *past* its deadline, instead of
     /// its deadline minus the drain budget. The negative control of rule 14
@@ -213,9 +223,48 @@ impl Options {
             sabotage_deadline_from_arrival: false,
             sabotage_grant_newest_pair_only: false,
             sabotage_pair_from_any_previous_reply: false,
+            spread: None,
             sabotage_overdrain_past_deadline: false,
             sabotage_grant_over_reopened_intervals: false,
         }
+    }
+
+    /// Sets the width of the Ranked schedule's spread, in `L` (see
+    /// [`Options::spread`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lease_core::Options;
+    ///
+    /// let o = Options::new("g", Duration::from_secs(1));
+    /// assert_eq!(o.effective_spread(), 0.1);
+    /// assert!((o.max_spread() - 0.45).abs() < 1e-12);
+    /// let wide = o.clone().with_spread(o.max_spread());
+    /// assert!(wide.validate().is_ok());
+    /// assert!(o.with_spread(0.5).validate().is_err());
+    /// ```
+    pub fn with_spread(mut self, spread: f64) -> Self {
+        self.spread = Some(spread);
+        self
+    }
+
+    /// The width of the Ranked schedule's spread in force, in `L`:
+    /// [`Options::spread`], or the early spread `min(g, 0.1, (1-2g)/2)`.
+    pub fn effective_spread(&self) -> f64 {
+        self.spread.unwrap_or_else(|| self.early_spread())
+    }
+
+    fn early_spread(&self) -> f64 {
+        self.gap.min(0.1).min((1.0 - 2.0 * self.gap) / 2.0)
+    }
+
+    /// The widest spread allowed, in `L`: the band `1 - 2g` less a reserve
+    /// of `max(g, 1/4)` kept for retries (rule 9: at least one retry at its
+    /// longest backoff, `L/4`, and at least the gap), and never less than
+    /// the early spread.
+    pub fn max_spread(&self) -> f64 {
+        let band = 1.0 - 2.0 * self.gap;
+        (band - self.gap.max(0.25)).max(self.early_spread())
     }
 
     /// Sets the gap fraction.
@@ -319,6 +368,13 @@ impl Options {
                 return Err(OptionsError::IncrementalNeedsConsistent);
             }
         }
+        if let Some(spread) = self.spread {
+            let max = self.max_spread();
+            // `!(a <= x && x <= b)` also rejects NaN.
+            if !(0.0 <= spread && spread <= max) {
+                return Err(OptionsError::SpreadOutOfRange { spread, max });
+            }
+        }
         Ok(())
     }
 }
@@ -411,6 +467,17 @@ pub enum OptionsError {
     /// The interval is not a whole number of milliseconds.
     #[error("the interval is {0:?}; it must be a whole number of milliseconds")]
     IntervalNotWholeMillis(Duration),
+    /// The Ranked schedule's spread is below 0 or above
+    /// [`Options::max_spread`].
+    #[error(
+        "the spread is {spread}; it must be between 0 and {max} (the band less a reserve for retries)"
+    )]
+    SpreadOutOfRange {
+        /// The spread given, in `L`.
+        spread: f64,
+        /// The widest allowed at this gap, in `L`.
+        max: f64,
+    },
     /// The gap is not strictly between 0 and 0.5.
     #[error("the gap is {0}; it must be strictly between 0 and 0.5 (default 0.15)")]
     GapOutOfRange(f64),

@@ -134,7 +134,8 @@ struct Config {
     l: i64,
     /// `G = g * L` in microseconds.
     g: i64,
-    /// Width of the early schedule's spread, `min(g, 0.1, (1 - 2g)/2) * L`.
+    /// Width of the Ranked schedule's spread (rule 8),
+    /// [`Options::effective_spread`] `* L`.
     spread: i64,
     /// Key TTL: keys expire a few intervals after they close.
     ttl_ms: u64,
@@ -175,7 +176,7 @@ impl Config {
             interval_ms,
             l,
             g: (o.gap * lf).round() as i64,
-            spread: (o.gap.min(0.1).min((1.0 - 2.0 * o.gap) / 2.0) * lf).round() as i64,
+            spread: (o.effective_spread() * lf).round() as i64,
             ttl_ms: interval_ms.saturating_mul(3),
             mapping: o.mapping,
             rules: GroupRules::of(o),

@@ -36,7 +36,7 @@
 use std::collections::VecDeque;
 use std::fmt::Display;
 use std::future::{Future, poll_fn};
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -161,14 +161,18 @@ impl Verb {
 }
 
 /// One script command to run: `verb script 3 keys[0] keys[1] keys[2] args..`.
+///
+/// It borrows the worker's buffers only for the call to
+/// [`Connection::run`]: the client encodes it there (its own copy is the
+/// only one made), and the future it returns must not borrow it.
 #[derive(Clone, Copy, Debug)]
 pub struct Command<'a> {
     /// `EVALSHA` or `EVAL`.
     pub verb: Verb,
     /// The script's SHA-1 (`EVALSHA`) or its source (`EVAL`).
-    pub script: &'a str,
+    pub script: &'static str,
     /// `KEYS`.
-    pub keys: &'a [String; 3],
+    pub keys: [&'a str; 3],
     /// `ARGV`.
     pub args: &'a [String],
 }
@@ -176,11 +180,62 @@ pub struct Command<'a> {
 impl<'a> Command<'a> {
     /// Every argument after the verb, for clients that build commands from
     /// strings: the script, `3`, the keys, the arguments.
-    pub fn arguments(&self) -> impl Iterator<Item = &'a str> {
+    pub fn arguments(&self) -> impl Iterator<Item = &'a str> + use<'a> {
         [self.script, "3"]
             .into_iter()
-            .chain(self.keys.iter().map(String::as_str))
+            .chain(self.keys)
             .chain(self.args.iter().map(String::as_str))
+    }
+}
+
+/// A script's reply as integers, held inline (no heap allocation): at most
+/// [`Integers::CAPACITY`] values (the scripts reply at most 8).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Integers {
+    len: usize,
+    values: [i64; Integers::CAPACITY],
+}
+
+impl Integers {
+    /// The most values held.
+    pub const CAPACITY: usize = 16;
+
+    /// The integers of `items`, if each item is one (`Some` from `integer`)
+    /// and there are at most [`Integers::CAPACITY`]; `None` otherwise (the
+    /// worker then rejects the reply as not an array of integers).
+    ///
+    /// ```
+    /// use lease_driver::Integers;
+    /// let ints = Integers::collect([1, -1].iter(), |v| Some(*v)).unwrap();
+    /// assert_eq!(ints.as_slice(), &[1, -1]);
+    /// assert!(Integers::collect(["1"].iter(), |_| None::<i64>).is_none());
+    /// assert!(Integers::collect(0..17, Some).is_none());
+    /// ```
+    pub fn collect<T>(
+        items: impl IntoIterator<Item = T>,
+        mut integer: impl FnMut(T) -> Option<i64>,
+    ) -> Option<Self> {
+        let mut out = Self {
+            len: 0,
+            values: [0; Self::CAPACITY],
+        };
+        for item in items {
+            let slot = out.values.get_mut(out.len)?;
+            *slot = integer(item)?;
+            out.len += 1;
+        }
+        Some(out)
+    }
+
+    /// The values.
+    pub fn as_slice(&self) -> &[i64] {
+        &self.values[..self.len]
+    }
+}
+
+impl std::fmt::Debug for Integers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_slice().fmt(f)
     }
 }
 
@@ -190,13 +245,15 @@ pub trait Connection: Send + Sync {
     /// The client's error.
     type Error: Display + Send;
 
-    /// Runs `command`. The reply is `Some` if it is an array of integers and
-    /// nothing else, `None` if it is anything else (the worker then rejects
-    /// it); a client that converts leniently (strings of digits) must not.
-    fn run(
-        &self,
+    /// Runs `command`: encodes it now (the returned future borrows the
+    /// connection only, not the command). The reply is `Some` if it is an
+    /// array of integers and nothing else ([`Integers::collect`]), `None`
+    /// if it is anything else (the worker then rejects it); a client that
+    /// converts leniently (strings of digits) must not.
+    fn run<'c>(
+        &'c self,
         command: Command<'_>,
-    ) -> impl Future<Output = Result<Option<Vec<i64>>, Self::Error>> + Send;
+    ) -> impl Future<Output = Result<Option<Integers>, Self::Error>> + Send + use<'c, Self>;
 
     /// Whether `error` is Redis's `NOSCRIPT` (the script cache lacks it).
     fn is_noscript(error: &Self::Error) -> bool;
@@ -214,64 +271,68 @@ pub trait Connection: Send + Sync {
     }
 }
 
-/// A registration, owned, so it can outlive the borrow of the worker.
-#[derive(Debug)]
-struct Request {
+/// The most registrations one worker keeps in flight at once. The worker
+/// has at most one live request, but in Ranked mode it keeps accepting the
+/// reply of a request it timed out (a hedge, rule 9) until that request's
+/// `expires_at`; with a slow connection those add up. When a new request is
+/// due and this many are in flight, the driver does not send it: it reports
+/// it to the worker as failed at once (`not sent: in-flight bound`), and the
+/// worker backs off and retries as after any failure (rule 9), while the
+/// requests in flight stay in flight: on one connection replies come back in
+/// the order of the sends, so the oldest is the likeliest to be answered
+/// first. A slot frees when its request is answered, fails or reaches its
+/// `expires_at`. So a worker's memory and its share of the connection stay
+/// bounded however slow Redis gets.
+pub const MAX_IN_FLIGHT: usize = 4;
+
+/// A registration in flight: what the driver needs when it ends.
+#[derive(Clone, Copy, Debug)]
+struct Sent {
     id: RequestId,
     script: &'static Script,
-    keys: [String; 3],
-    args: Vec<String>,
+    verb: Verb,
     sent_at: Instant,
     expires_at: Instant,
-    name: Arc<str>,
 }
 
-/// What became of a request: `None` if it timed out, else what
-/// [`Request::send`] returned.
-type Outcome<E> = Option<Result<Option<Vec<i64>>, E>>;
+/// One place for a registration in flight, reused for later ones: the
+/// copies of its keys and arguments (for the `EVAL` after `NOSCRIPT`; their
+/// buffers are reused, so copying allocates nothing once they have grown)
+/// and the client's future, replaced in place.
+struct Slot<F> {
+    sent: Option<Sent>,
+    keys: [String; 3],
+    args: Vec<String>,
+    reply: Pin<Box<Option<F>>>,
+}
 
-impl Request {
-    /// Rule 2: `EVALSHA`, or `EVAL` with the source after `NOSCRIPT` (which
-    /// loads the script, routed by key in a cluster), logging `script loaded`.
-    async fn send<C: Connection>(&self, conn: &C) -> Result<Option<Vec<i64>>, C::Error> {
-        let sha = self.script.sha1();
-        match conn.run(self.command(Verb::EvalSha, sha)).await {
-            Err(e) if C::is_noscript(&e) => {
-                let reply = conn
-                    .run(self.command(Verb::Eval, self.script.source()))
-                    .await?;
-                diag::script_loaded(&self.name, sha);
-                Ok(reply)
-            }
-            other => other,
-        }
-    }
-
-    fn command<'a>(&'a self, verb: Verb, script: &'a str) -> Command<'a> {
+impl<F> Slot<F> {
+    fn command(&self, verb: Verb) -> Command<'_> {
+        let sent = self.sent.expect("a busy slot");
+        let script = match verb {
+            Verb::EvalSha => sent.script.sha1(),
+            Verb::Eval => sent.script.source(),
+        };
         Command {
             verb,
             script,
-            keys: &self.keys,
+            keys: [&self.keys[0], &self.keys[1], &self.keys[2]],
             args: &self.args,
         }
     }
+}
 
-    /// Sends the request, giving up when `expired` completes.
-    async fn exchange<C: Connection>(
-        self,
-        conn: &C,
-        expired: impl Future,
-    ) -> (Self, Outcome<C::Error>) {
-        let outcome = {
-            let mut send = pin!(self.send(conn));
-            let mut expired = pin!(expired);
-            poll_fn(|cx| match send.as_mut().poll(cx) {
-                Poll::Ready(result) => Poll::Ready(Some(result)),
-                Poll::Pending => expired.as_mut().poll(cx).map(|_| None),
-            })
-            .await
-        };
-        (self, outcome)
+/// Copies `from` into `into`, reusing `into`'s buffers.
+fn copy_strings<'a>(into: &mut Vec<String>, from: impl ExactSizeIterator<Item = &'a str>) {
+    into.truncate(from.len());
+    let reuse = into.len();
+    for (i, s) in from.enumerate() {
+        if i < reuse {
+            into[i].clear();
+            into[i].push_str(s);
+        } else {
+            into.push(s.to_owned());
+        }
     }
 }
 
@@ -288,7 +349,8 @@ enum Checked {
 /// What woke the loop.
 enum Woke<E> {
     Cancelled,
-    Replied(Box<(Request, Outcome<E>)>),
+    /// The client answered the request in this slot.
+    Replied(usize, Result<Option<Integers>, E>),
     Timeout,
 }
 
@@ -387,26 +449,88 @@ impl Driver {
                 return;
             }
         }
-        let mut in_flight = Vec::new();
+        // At most `MAX_IN_FLIGHT` places, made when first needed and reused.
+        let mut slots = Vec::with_capacity(MAX_IN_FLIGHT);
+        // One timer for the worker's next deadline and the end of every
+        // request in flight, rebuilt only when that instant changes.
+        let mut timer = pin!(None::<S>);
+        let mut timer_at = None;
         loop {
-            while let Some(request) = self.poll_request(now()) {
-                let expired = sleep_until(request.expires_at);
-                in_flight.push(Box::pin(request.exchange(&conn, expired)));
+            // Send every registration due, each in a free slot (made if
+            // fewer than `MAX_IN_FLIGHT` exist); with none free, it is not
+            // sent (see `MAX_IN_FLIGHT`).
+            loop {
+                let at = now();
+                let Some(t) = self.worker.poll_transmit() else {
+                    break;
+                };
+                let free = slots.iter().position(|s: &Slot<_>| s.sent.is_none());
+                let x = match free {
+                    Some(x) => x,
+                    None if slots.len() < MAX_IN_FLIGHT => {
+                        slots.push(Slot {
+                            sent: None,
+                            keys: Default::default(),
+                            args: Vec::new(),
+                            reply: Box::pin(None),
+                        });
+                        slots.len() - 1
+                    }
+                    None => {
+                        // At the bound: this one is not sent (see
+                        // `MAX_IN_FLIGHT`); the worker backs off and retries.
+                        let id = t.id;
+                        self.worker
+                            .handle_failure(at, id, &"not sent: in-flight bound");
+                        continue;
+                    }
+                };
+                let slot = &mut slots[x];
+                for (into, from) in slot.keys.iter_mut().zip(t.keys) {
+                    into.clear();
+                    into.push_str(from);
+                }
+                copy_strings(&mut slot.args, t.args.iter().map(String::as_str));
+                slot.sent = Some(Sent {
+                    id: t.id,
+                    script: t.script,
+                    verb: Verb::EvalSha,
+                    sent_at: at,
+                    expires_at: t.expires_at,
+                });
+                let command = Command {
+                    verb: Verb::EvalSha,
+                    script: t.script.sha1(),
+                    keys: t.keys,
+                    args: t.args,
+                };
+                let reply = conn.run(command);
+                slot.reply.set(Some(reply));
             }
             if !self.drain_events() {
                 return;
             }
+            let next = slots
+                .iter()
+                .filter_map(|s| s.sent.map(|s| s.expires_at))
+                .chain(self.worker.poll_timeout())
+                .min();
+            if next != timer_at {
+                timer.set(next.map(&sleep_until));
+                timer_at = next;
+            }
             // Wait for cancellation, a reply or the next deadline, in this
             // order of precedence.
-            let mut timer = pin!(self.worker.poll_timeout().map(&sleep_until));
             let woke = poll_fn(|cx| {
                 if !cancel_seen && cancelled.as_mut().poll(cx).is_ready() {
                     return Poll::Ready(Woke::Cancelled);
                 }
-                for x in 0..in_flight.len() {
-                    if let Poll::Ready(done) = in_flight[x].as_mut().poll(cx) {
-                        drop(in_flight.swap_remove(x));
-                        return Poll::Ready(Woke::Replied(Box::new(done)));
+                for (x, slot) in slots.iter_mut().enumerate() {
+                    if let Some(reply) = slot.reply.as_mut().as_pin_mut()
+                        && let Poll::Ready(result) = reply.poll(cx)
+                    {
+                        slot.reply.set(None);
+                        return Poll::Ready(Woke::Replied(x, result));
                     }
                 }
                 match timer.as_mut().as_pin_mut().map(|t| t.poll(cx)) {
@@ -421,8 +545,44 @@ impl Driver {
                     cancel_seen = true;
                     self.worker.handle_cancel(at);
                 }
-                Woke::Replied(done) => self.handle_reply(at, &done.0, done.1),
-                Woke::Timeout => self.worker.handle_timeout(at),
+                Woke::Replied(x, result) => {
+                    let slot = &mut slots[x];
+                    let Some(sent) = slot.sent else { continue };
+                    // Rule 2: `EVAL` with the source after `NOSCRIPT` (which
+                    // loads the script, routed by key in a cluster).
+                    if let Err(e) = &result
+                        && sent.verb == Verb::EvalSha
+                        && C::is_noscript(e)
+                    {
+                        slot.sent = Some(Sent {
+                            verb: Verb::Eval,
+                            ..sent
+                        });
+                        let eval = conn.run(slot.command(Verb::Eval));
+                        slot.reply.set(Some(eval));
+                        continue;
+                    }
+                    slot.sent = None;
+                    if sent.verb == Verb::Eval && result.is_ok() {
+                        diag::script_loaded(&self.name, sent.script.sha1());
+                    }
+                    self.handle_outcome(at, &sent, Some(result));
+                }
+                Woke::Timeout => {
+                    // A completed timer is not polled again.
+                    timer.set(None);
+                    timer_at = None;
+                    for slot in &mut slots {
+                        if let Some(sent) = slot.sent
+                            && sent.expires_at <= at
+                        {
+                            slot.sent = None;
+                            slot.reply.set(None);
+                            self.handle_outcome::<C::Error>(at, &sent, None);
+                        }
+                    }
+                    self.worker.handle_timeout(at);
+                }
             }
         }
     }
@@ -479,20 +639,6 @@ impl Driver {
         }
     }
 
-    /// The next registration to send, sent at `now`.
-    fn poll_request(&mut self, now: Instant) -> Option<Request> {
-        let t = self.worker.poll_transmit()?;
-        Some(Request {
-            id: t.id,
-            script: t.script,
-            keys: t.keys.map(str::to_owned),
-            args: t.args.to_vec(),
-            sent_at: now,
-            expires_at: t.expires_at,
-            name: self.name.clone(),
-        })
-    }
-
     /// Drains the worker's events: records each (metrics) and hands every
     /// assignment to the stream. Returns `false` when the loop must end: the
     /// worker stopped (after cancellation), or the stream was dropped.
@@ -510,16 +656,21 @@ impl Driver {
         true
     }
 
-    /// Feeds what became of `request` at `now`. A reply that is not an array
-    /// of integers is rejected by the worker (logged there, and counted as a
-    /// failed registration).
-    fn handle_reply<E: Display>(&mut self, now: Instant, request: &Request, outcome: Outcome<E>) {
+    /// Feeds what became of `request` at `now` (`None`: it timed out). A
+    /// reply that is not an array of integers is rejected by the worker
+    /// (logged there, and counted as a failed registration).
+    fn handle_outcome<E: Display>(
+        &mut self,
+        now: Instant,
+        request: &Sent,
+        outcome: Option<Result<Option<Integers>, E>>,
+    ) {
         let id = request.id;
         match outcome {
             Some(Ok(reply)) => {
                 self.metrics.latency(now - request.sent_at);
                 let _rejected = match reply {
-                    Some(values) => self.worker.handle_reply(now, id, &values),
+                    Some(values) => self.worker.handle_reply(now, id, values.as_slice()),
                     None => self
                         .worker
                         .handle_parsed(now, id, Err(ReplyError::NotIntegers)),
@@ -688,24 +839,188 @@ impl Drop for Receiver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-    /// Answers `NOSCRIPT` to `EVALSHA` and a counted reply to `EVAL`,
-    /// logging every command it runs.
-    #[derive(Default)]
-    struct Flushed(Arc<Mutex<Vec<String>>>);
+    /// Virtual time: the clock moves only when every future waits, to the
+    /// earliest instant a timer (or a scripted reply) waits for.
+    struct World {
+        t0: Instant,
+        micros: AtomicU64,
+        /// Instants waited for since the last step.
+        waits: Mutex<Vec<u64>>,
+        /// Every timer the driver built, at its instant.
+        built: Mutex<Vec<u64>>,
+    }
 
-    impl Connection for Flushed {
+    impl World {
+        fn new() -> Arc<Self> {
+            Arc::new(Self {
+                t0: Instant::now(),
+                micros: AtomicU64::new(0),
+                waits: Mutex::default(),
+                built: Mutex::default(),
+            })
+        }
+
+        fn now(&self) -> Instant {
+            self.t0 + Duration::from_micros(self.micros.load(Ordering::SeqCst))
+        }
+
+        fn micros_of(&self, at: Instant) -> u64 {
+            at.saturating_duration_since(self.t0).as_micros() as u64
+        }
+
+        /// A timer completing at `at`, counted as one the driver built.
+        fn sleep_until(self: &Arc<Self>, at: Instant) -> Sleep {
+            let at = self.micros_of(at);
+            self.built.lock().unwrap().push(at);
+            Sleep {
+                world: self.clone(),
+                at,
+            }
+        }
+
+        /// Polls `f` until it completes or virtual time would pass `end`.
+        fn run_until<F: Future>(&self, f: F, end: Duration) -> Option<F::Output> {
+            let mut f = pin!(f);
+            let mut cx = Context::from_waker(Waker::noop());
+            loop {
+                if let Poll::Ready(out) = f.as_mut().poll(&mut cx) {
+                    return Some(out);
+                }
+                let now = self.micros.load(Ordering::SeqCst);
+                let next = self
+                    .waits
+                    .lock()
+                    .unwrap()
+                    .drain(..)
+                    .filter(|&t| t > now)
+                    .min();
+                match next {
+                    Some(t) if t <= end.as_micros() as u64 => {
+                        self.micros.store(t, Ordering::SeqCst);
+                    }
+                    _ => return None,
+                }
+            }
+        }
+    }
+
+    /// Completes once the virtual clock reaches `at`.
+    struct Sleep {
+        world: Arc<World>,
+        at: u64,
+    }
+
+    impl Future for Sleep {
+        type Output = ();
+
+        fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+            if self.world.micros.load(Ordering::SeqCst) >= self.at {
+                return Poll::Ready(());
+            }
+            self.world.waits.lock().unwrap().push(self.at);
+            Poll::Pending
+        }
+    }
+
+    /// Server time: the virtual clock, some years after the epoch.
+    const SERVER_US: u64 = 1_700_000_000_000_000;
+
+    /// A scripted Redis on the virtual clock, logging every command: it
+    /// answers `NOSCRIPT` to `EVALSHA` while `flushed`, and otherwise counts
+    /// the worker alone in the interval it names, after `delay` (never if
+    /// `None`). It counts the commands whose futures are alive.
+    struct Scripted {
+        world: Arc<World>,
+        interval_us: u64,
+        delay: Option<Duration>,
+        /// Commands sent from this instant on are never answered.
+        stall_from: Option<Duration>,
+        flushed: bool,
+        log: Arc<Mutex<Vec<String>>>,
+        live: Arc<AtomicUsize>,
+        most_live: Arc<AtomicUsize>,
+    }
+
+    impl Scripted {
+        fn new(world: &Arc<World>, delay: Option<Duration>) -> Self {
+            Self {
+                world: world.clone(),
+                interval_us: 300_000,
+                delay,
+                stall_from: None,
+                flushed: false,
+                log: Arc::default(),
+                live: Arc::default(),
+                most_live: Arc::default(),
+            }
+        }
+
+        fn flushed(world: &Arc<World>) -> Self {
+            Self {
+                flushed: true,
+                ..Self::new(world, Some(Duration::from_millis(1)))
+            }
+        }
+    }
+
+    /// Decrements the count of live commands when dropped.
+    struct Live(Arc<AtomicUsize>);
+
+    impl Drop for Live {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    impl Connection for Scripted {
         type Error = &'static str;
 
-        async fn run(&self, command: Command<'_>) -> Result<Option<Vec<i64>>, &'static str> {
+        fn run<'c>(
+            &'c self,
+            command: Command<'_>,
+        ) -> impl Future<Output = Result<Option<Integers>, &'static str>> + Send + use<'c> {
             let line: Vec<&str> = std::iter::once(command.verb.as_str())
                 .chain(command.arguments())
                 .collect();
-            self.0.lock().unwrap().push(line.join(" "));
-            match command.verb {
-                Verb::EvalSha => Err("NOSCRIPT"),
-                Verb::Eval => Ok(Some(vec![0, 10, 3, 1500])),
+            self.log.lock().unwrap().push(line.join(" "));
+            let live = self.live.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most_live.fetch_max(live, Ordering::SeqCst);
+            let guard = Live(self.live.clone());
+            let noscript = self.flushed && command.verb == Verb::EvalSha;
+            let expected: Option<u64> = command.keys[0]
+                .rsplit(':')
+                .next()
+                .and_then(|k| k.parse().ok());
+            let stalled = self
+                .stall_from
+                .is_some_and(|t| self.world.now() >= self.world.t0 + t);
+            let answer_at = self
+                .delay
+                .filter(|_| !stalled)
+                .map(|d| self.world.now() + d)
+                .unwrap_or(self.world.t0 + Duration::from_secs(1 << 30));
+            let wait = Sleep {
+                world: self.world.clone(),
+                at: self.world.micros_of(answer_at),
+            };
+            let interval_us = self.interval_us;
+            async move {
+                let _guard = guard;
+                if noscript {
+                    return Err("NOSCRIPT");
+                }
+                wait.await;
+                let server = SERVER_US + self.world.micros.load(Ordering::SeqCst);
+                let k = server / interval_us;
+                let (sec, usec) = ((server / 1_000_000) as i64, (server % 1_000_000) as i64);
+                let reply = if expected == Some(k) {
+                    vec![1, k as i64, sec, usec, 0, 1]
+                } else {
+                    vec![0, k as i64, sec, usec]
+                };
+                Ok(Integers::collect(reply, Some))
             }
         }
 
@@ -714,88 +1029,146 @@ mod tests {
         }
     }
 
-    /// Virtual time: every timer completes at once and moves the clock to
-    /// its instant.
-    struct Virtual {
-        t0: Instant,
-        micros: AtomicU64,
+    fn clock(world: &Arc<World>) -> Clock {
+        let w = world.clone();
+        Clock::new(move || w.now())
     }
 
-    impl Virtual {
-        fn now(&self) -> Instant {
-            self.t0 + Duration::from_micros(self.micros.load(Ordering::SeqCst))
-        }
-
-        fn sleep_until(&self, at: Instant) -> std::future::Ready<()> {
-            let us = at.saturating_duration_since(self.t0).as_micros() as u64;
-            self.micros.fetch_max(us, Ordering::SeqCst);
-            std::future::ready(())
-        }
+    fn driver_with(world: &Arc<World>, options: &lease_core::Options) -> (Driver, Assignments) {
+        Driver::new(options, Token::seeded(1, 7), clock(world), "test").unwrap()
     }
 
-    fn block_on<F: Future>(f: F) -> F::Output {
-        let mut f = pin!(f);
-        match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-            Poll::Ready(out) => out,
-            Poll::Pending => panic!("nothing here waits"),
-        }
+    fn driver(world: &Arc<World>) -> (Driver, Assignments) {
+        driver_with(
+            world,
+            &lease_core::Options::new("g", Duration::from_millis(300)),
+        )
     }
 
-    /// Runs `driver` to its end in virtual time, against a flushed cache.
-    fn run_virtual(driver: Driver, runtime: &Virtual, cancelled: impl Future) {
-        let conn = Flushed::default();
-        block_on(driver.run(conn, |at| runtime.sleep_until(at), cancelled));
-    }
-
-    fn world() -> Arc<Virtual> {
-        Arc::new(Virtual {
-            t0: Instant::now(),
-            micros: AtomicU64::new(0),
-        })
-    }
-
-    fn driver(runtime: &Arc<Virtual>) -> (Driver, Assignments) {
-        let options = lease_core::Options::new("g", Duration::from_millis(300));
-        let rt = runtime.clone();
-        let clock = Clock::new(move || rt.now());
-        Driver::new(&options, Token::seeded(1, 7), clock, "test").unwrap()
+    /// Runs `driver` on `conn` for `intervals` of 300 ms of virtual time (or
+    /// to its end), never cancelled unless `cancelled` completes.
+    fn run(
+        world: &Arc<World>,
+        driver: Driver,
+        conn: Scripted,
+        intervals: u32,
+        cancelled: impl Future,
+    ) -> bool {
+        let w = world.clone();
+        let run = driver.run(conn, move |at| w.sleep_until(at), cancelled);
+        world
+            .run_until(run, Duration::from_millis(300) * intervals)
+            .is_some()
     }
 
     #[test]
     fn noscript_falls_back_to_eval_with_the_source() {
-        let runtime = world();
-        let t0 = runtime.now();
-        let (mut driver, _stream) = driver(&runtime);
-        driver.worker.handle_timeout(t0);
-        let request = driver.poll_request(t0).expect("due at once");
-        let conn = Flushed::default();
-        let reply = block_on(request.send(&conn));
-        assert_eq!(reply, Ok(Some(vec![0, 10, 3, 1500])));
-        let sent = conn.0.lock().unwrap().clone();
-        assert_eq!(sent.len(), 2);
+        let world = World::new();
+        let (driver, _stream) = driver(&world);
+        let conn = Scripted::flushed(&world);
+        let log = conn.log.clone();
+        run(&world, driver, conn, 3, std::future::pending::<()>());
+        let sent = log.lock().unwrap().clone();
         let sha = Script::for_mode(lease_core::Mode::Ranked).sha1();
-        assert!(sent[0].starts_with(&format!("EVALSHA {sha} 3 {{g}}:1 {{g}}:0 {{g}}:rules 300 ")));
+        assert!(sent.len() >= 4, "{sent:?}");
+        let evalsha = format!("EVALSHA {sha} 3 {{g}}:");
+        assert!(sent[0].starts_with(&evalsha), "{}", sent[0]);
+        assert!(sent[0].contains(" {g}:rules 300 "), "{}", sent[0]);
         assert!(sent[1].starts_with("EVAL "), "{}", sent[1]);
+        let source = Script::for_mode(lease_core::Mode::Ranked).source();
+        assert!(sent[1].contains(source), "the source, whole");
+        // The arguments after the script are the same.
+        let tail = |l: &str, s: &str| l[l.find(s).unwrap() + s.len()..].to_owned();
+        assert_eq!(tail(&sent[0], sha), tail(&sent[1], source));
+    }
+
+    #[test]
+    fn a_worker_alone_gets_its_lease_and_keeps_it() {
+        let world = World::new();
+        let (driver, mut stream) = driver(&world);
+        let conn = Scripted::new(&world, Some(Duration::from_millis(2)));
+        let log = conn.log.clone();
+        assert!(!run(&world, driver, conn, 20, std::future::pending::<()>()));
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut values = Vec::new();
+        while let Poll::Ready(Some(a)) = stream.poll_next(&mut cx) {
+            values.push(a);
+        }
+        assert_eq!(values.len(), 2, "{values:?}");
+        assert_eq!(
+            values[1].lease().map(|l| l.slot()),
+            lease_core::Slot::new(0, 1)
+        );
+        let sent = log.lock().unwrap().len();
+        assert!(
+            (19..=23).contains(&sent),
+            "one registration per interval: {sent}"
+        );
+    }
+
+    /// The timer is rebuilt only when the next deadline changes: each timer
+    /// the driver builds is for another instant than the one before. A
+    /// worker whose requests are answered after a round trip longer than
+    /// its timeout hedges, and the hedge's late reply changes nothing.
+    #[test]
+    fn the_timer_is_rebuilt_only_when_the_next_deadline_changes() {
+        let world = World::new();
+        let (driver, _stream) = driver(&world);
+        let conn = Scripted::new(&world, Some(Duration::from_millis(40)));
+        let log = conn.log.clone();
+        run(&world, driver, conn, 30, std::future::pending::<()>());
+        let built = world.built.lock().unwrap().clone();
+        let registrations = log.lock().unwrap().len();
+        assert!(registrations >= 30, "{registrations}");
+        let repeats = built.windows(2).filter(|w| w[0] == w[1]).count();
+        assert_eq!(repeats, 0, "{built:?}");
+        assert!(
+            built.len() <= 3 * registrations,
+            "{} timers for {registrations} registrations",
+            built.len()
+        );
+    }
+
+    /// `in_flight` is bounded: when Redis stops answering a Ranked worker
+    /// that holds a lease, it keeps hedging on a short timeout (each
+    /// timed-out request stays in flight until its `expires_at`, the lease's
+    /// deadline), and the driver sends no more once `MAX_IN_FLIGHT` are in
+    /// flight.
+    #[test]
+    fn requests_in_flight_are_bounded() {
+        let world = World::new();
+        let options = lease_core::Options::new("g", Duration::from_millis(300))
+            .with_mode(lease_core::Mode::Ranked);
+        let (driver, _stream) = driver_with(&world, &options);
+        let mut conn = Scripted::new(&world, Some(Duration::from_millis(1)));
+        conn.stall_from = Some(Duration::from_millis(3000));
+        let (log, most_live) = (conn.log.clone(), conn.most_live.clone());
+        run(&world, driver, conn, 40, std::future::pending::<()>());
+        let sent = log.lock().unwrap().len();
+        assert!(sent > MAX_IN_FLIGHT, "{sent} sent");
+        assert_eq!(most_live.load(Ordering::SeqCst), MAX_IN_FLIGHT);
     }
 
     #[test]
     fn the_loop_ends_when_the_stream_is_dropped() {
-        let runtime = world();
-        let (driver, stream) = driver(&runtime);
+        let world = World::new();
+        let (driver, stream) = driver(&world);
         drop(stream);
-        run_virtual(driver, &runtime, std::future::pending::<()>());
+        let conn = Scripted::new(&world, None);
+        assert!(run(&world, driver, conn, 1, std::future::pending::<()>()));
     }
 
     #[test]
     fn cancellation_ends_the_stream_after_the_opening_idle_value() {
-        let runtime = world();
-        let (driver, mut stream) = driver(&runtime);
-        run_virtual(driver, &runtime, std::future::ready(()));
+        let world = World::new();
+        let (driver, mut stream) = driver(&world);
+        let conn = Scripted::new(&world, None);
+        assert!(run(&world, driver, conn, 1, std::future::ready(())));
         let mut cx = Context::from_waker(Waker::noop());
         match stream.poll_next(&mut cx) {
             Poll::Ready(Some(Assignment::Idle(idle))) => {
                 assert_eq!(idle.reason, lease_core::IdleReason::Started);
-                assert_eq!(idle.since, runtime.t0, "on the driver's clock");
+                assert_eq!(idle.since, world.t0, "on the driver's clock");
             }
             other => panic!("{other:?}"),
         }
@@ -810,16 +1183,13 @@ mod tests {
     /// which panics on `ready(())` and starves the replies.
     #[test]
     fn a_graceful_leave_runs_its_leave_request_to_the_end_after_the_cancel() {
-        let runtime = world();
-        let rt = runtime.clone();
-        let clock = Clock::new(move || rt.now());
+        let world = World::new();
         let options =
             lease_core::Options::new("g", Duration::from_millis(300)).with_graceful_leave(true);
-        let (driver, mut stream) =
-            Driver::new(&options, Token::seeded(1, 7), clock, "test").unwrap();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let conn = Flushed(log.clone());
-        block_on(driver.run(conn, |at| runtime.sleep_until(at), std::future::ready(())));
+        let (driver, mut stream) = driver_with(&world, &options);
+        let conn = Scripted::flushed(&world);
+        let log = conn.log.clone();
+        assert!(run(&world, driver, conn, 10, std::future::ready(())));
         let sent = log.lock().unwrap().clone();
         let leave = Script::leave().sha1();
         assert!(
@@ -837,7 +1207,7 @@ mod tests {
 
     #[test]
     fn the_stream_waits_for_the_driver() {
-        let (_driver, mut stream) = driver(&world());
+        let (_driver, mut stream) = driver(&World::new());
         let mut cx = Context::from_waker(Waker::noop());
         assert_eq!(stream.poll_next(&mut cx), Poll::Pending);
         assert_eq!(stream.name(), "g");
@@ -853,12 +1223,15 @@ mod tests {
     impl Connection for Described {
         type Error = &'static str;
 
-        async fn run(&self, command: Command<'_>) -> Result<Option<Vec<i64>>, &'static str> {
+        fn run<'c>(
+            &'c self,
+            command: Command<'_>,
+        ) -> impl Future<Output = Result<Option<Integers>, &'static str>> + Send + use<'c> {
             self.log
                 .lock()
                 .unwrap()
                 .push(command.verb.as_str().to_owned());
-            Ok(Some(vec![0, 10, 3, 1500]))
+            std::future::ready(Ok(Integers::collect([0, 10, 3, 1500], Some)))
         }
 
         fn is_noscript(_: &&'static str) -> bool {
@@ -877,8 +1250,8 @@ mod tests {
     fn run_against(
         info: Result<Option<&'static str>, &'static str>,
     ) -> (Vec<Assignment>, Vec<String>) {
-        let runtime = world();
-        let (driver, mut stream) = driver(&runtime);
+        let world = World::new();
+        let (driver, mut stream) = driver(&world);
         let log = Arc::new(Mutex::new(Vec::new()));
         let conn = Described {
             info,
@@ -893,7 +1266,12 @@ mod tests {
                 Poll::Pending
             }
         });
-        block_on(driver.run(conn, |at| runtime.sleep_until(at), cancelled));
+        let w = world.clone();
+        let run = driver.run(conn, move |at| w.sleep_until(at), cancelled);
+        assert!(
+            world.run_until(run, Duration::from_secs(3)).is_some(),
+            "the driver ends"
+        );
         let mut cx = Context::from_waker(Waker::noop());
         let mut values = Vec::new();
         while let Poll::Ready(Some(value)) = stream.poll_next(&mut cx) {

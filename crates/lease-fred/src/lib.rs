@@ -153,7 +153,7 @@ use std::time::Instant;
 use fred::interfaces::LuaInterface;
 use fred::types::Value;
 use lease_core::Clock;
-use lease_driver::{Assignments, Command, Connection, Driver, Verb};
+use lease_driver::{Assignments, Command, Connection, Driver, Integers, Verb};
 use tokio_util::task::AbortOnDropHandle;
 
 /// fred, re-exported so that one dependency line is enough.
@@ -222,13 +222,17 @@ struct Fred<C>(C);
 impl<C: LuaInterface + Send + Sync> Connection for Fred<C> {
     type Error = fred::error::Error;
 
-    fn run(
-        &self,
+    fn run<'c>(
+        &'c self,
         command: Command<'_>,
-    ) -> impl Future<Output = Result<Option<Vec<i64>>, Self::Error>> + Send {
-        let (script, keys, args) = (command.script, command.keys.to_vec(), command.args.to_vec());
+    ) -> impl Future<Output = Result<Option<Integers>, Self::Error>> + Send + use<'c, C> {
+        let (script, keys, args) = (command.script, command.keys, command.args);
+        // fred's own types, built once: no copy of ours is kept.
+        let keys: Vec<fred::types::Key> = keys.iter().map(|k| fred::types::Key::from(*k)).collect();
+        let args: Vec<Value> = args.iter().map(|a| Value::from(a.as_str())).collect();
+        let verb = command.verb;
         async move {
-            let reply: Value = match command.verb {
+            let reply: Value = match verb {
                 Verb::EvalSha => self.0.evalsha(script, keys, args).await?,
                 Verb::Eval => self.0.eval(script, keys, args).await?,
             };
@@ -236,14 +240,13 @@ impl<C: LuaInterface + Send + Sync> Connection for Fred<C> {
             let Value::Array(items) = reply else {
                 return Ok(None);
             };
-            let integer = |v| {
+            Ok(Integers::collect(items, |v| {
                 if let Value::Integer(i) = v {
                     Some(i)
                 } else {
                     None
                 }
-            };
-            Ok(items.into_iter().map(integer).collect())
+            }))
         }
     }
 

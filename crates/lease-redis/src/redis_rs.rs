@@ -4,7 +4,7 @@
 
 use std::future::Future;
 
-use lease_driver::{Command, Connection};
+use lease_driver::{Command, Connection, Integers};
 use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 
@@ -20,12 +20,18 @@ where
 {
     type Error = RedisError;
 
-    fn run(
-        &self,
+    fn run<'c>(
+        &'c self,
         command: Command<'_>,
-    ) -> impl Future<Output = Result<Option<Vec<i64>>, RedisError>> + Send {
-        let mut cmd = redis::cmd(command.verb.as_str());
-        cmd.arg(command.arguments().collect::<Vec<_>>());
+    ) -> impl Future<Output = Result<Option<Integers>, RedisError>> + Send + use<'c, C> {
+        // Sized once: the verb and every argument, in one buffer.
+        let args = 1 + command.arguments().count();
+        let bytes = command.verb.as_str().len() + command.arguments().map(str::len).sum::<usize>();
+        let mut cmd = redis::Cmd::with_capacity(args, bytes);
+        cmd.arg(command.verb.as_str());
+        for a in command.arguments() {
+            cmd.arg(a);
+        }
         let mut conn = self.0.clone();
         async move {
             let value: Value = cmd.query_async(&mut conn).await?;
@@ -65,15 +71,12 @@ fn join<'a>(values: impl Iterator<Item = &'a Value>) -> Option<String> {
 }
 
 /// The reply as integers, if it is an array of integers and nothing else.
-fn integers(value: &Value) -> Option<Vec<i64>> {
+fn integers(value: &Value) -> Option<Integers> {
     match value {
-        Value::Array(items) => items
-            .iter()
-            .map(|v| match v {
-                Value::Int(i) => Some(*i),
-                _ => None,
-            })
-            .collect(),
+        Value::Array(items) => Integers::collect(items, |v| match v {
+            Value::Int(i) => Some(*i),
+            _ => None,
+        }),
         _ => None,
     }
 }
@@ -105,7 +108,10 @@ mod tests {
     #[test]
     fn only_arrays_of_integers_are_integers() {
         let ints = Value::Array(vec![Value::Int(1), Value::Int(-1)]);
-        assert_eq!(integers(&ints), Some(vec![1, -1]));
+        assert_eq!(
+            integers(&ints).as_ref().map(Integers::as_slice),
+            Some(&[1, -1][..])
+        );
         let mixed = Value::Array(vec![Value::Int(1), Value::SimpleString("2".into())]);
         assert_eq!(integers(&mixed), None);
         assert_eq!(integers(&Value::Int(1)), None);

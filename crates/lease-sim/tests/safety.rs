@@ -96,6 +96,32 @@ proptest! {
     }
 }
 
+/// The widest schedule spread (`Options::max_spread`, rule 8) changes only
+/// when in the band a Ranked worker fires: every run stays exclusive and
+/// fenced, under the same faults, latencies and churn.
+fn widest_spread(o: lease_core::Options) -> lease_core::Options {
+    let widest = o.max_spread();
+    o.with_spread(widest)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_widest_spread_keeps_every_run_exclusive_and_fenced(cfg in config()) {
+        let cfg = RunConfig { mode: Mode::Ranked, customize: widest_spread, ..cfg };
+        let report = random_run(&cfg).expect("valid options");
+        let s = &report.summary;
+        prop_assert!(
+            s.is_ok(),
+            "{s}\nseed {} workers {} gap {} faults {} (network {:?})",
+            cfg.seed, cfg.workers, cfg.gap, cfg.faults.within_guarantee, cfg.network,
+        );
+        prop_assert_eq!(s.violation_count, 0);
+        prop_assert_eq!(s.fencing_count, 0);
+    }
+}
+
 /// The checker is live: a failover that loses acknowledged writes in two
 /// consecutive intervals is outside the guarantee, and over enough seeds it
 /// does break exclusivity. If this ever finds nothing, the runs above prove

@@ -8,7 +8,17 @@
 //! `handle_reply` (the renewal), `poll_event` (nothing), `poll_timeout`.
 //! Only those calls are counted; building the synthetic reply is not.
 //!
-//! Usage: `alloc-count [REGISTRATIONS]` (default 100,000).
+//! With `--adapters`, it counts instead every allocation of the process
+//! per registration through each adapter's whole path (driver, client,
+//! runtime) against a real `redis-server` that lease-testkit starts: a
+//! settled group of workers per adapter, counted over a window of steady
+//! state, divided by the registrations Redis ran (`INFO commandstats`).
+//! The driver's own share (driver, core and the runtime's timers) is
+//! counted the same way with a connection that answers at once and
+//! allocates nothing.
+//!
+//! Usage: `alloc-count [REGISTRATIONS]` (default 100,000), or
+//! `alloc-count --adapters [GROUPS]` (default 200 groups at `L = 100 ms`).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -116,6 +126,14 @@ fn measure(mode: Mode, registrations: u64) -> [Count; 5] {
 }
 
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("--adapters") {
+        let groups = std::env::args()
+            .nth(2)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(200);
+        adapters::main(groups);
+        return;
+    }
     let registrations: u64 = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
@@ -158,4 +176,272 @@ fn main() {
         "After a warm-up of 1,000 registrations; interval 100 ms, slot 2 of 5, replies after {} µs.\n",
         RTT.as_micros()
     );
+}
+
+/// Allocations per registration through each adapter's whole path.
+mod adapters {
+    use std::future::Future;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::{Duration, Instant};
+
+    use futures::StreamExt;
+    use lease_bench::redis::command_stats;
+    use lease_bench::{Table, header, load_average};
+    use lease_core::{Clock, Mode, Token};
+    use lease_driver::{Command, Connection, Driver, Integers};
+    use lease_testkit::RedisServer;
+
+    use super::{ALLOCS, BYTES};
+
+    const L: Duration = Duration::from_millis(100);
+    /// Steady state is counted over this many intervals, after a warm-up.
+    const WINDOW: u32 = 30;
+    const WARM_UP: u32 = 20;
+
+    fn options(g: usize) -> lease_core::Options {
+        lease_core::Options::new(format!("alloc-{g}"), L).with_mode(Mode::Ranked)
+    }
+
+    /// Allocations and bytes in a window, and the registrations in it.
+    struct Window {
+        allocs: u64,
+        bytes: u64,
+        registrations: u64,
+    }
+
+    fn counters() -> (u64, u64) {
+        (
+            ALLOCS.load(Ordering::Relaxed),
+            BYTES.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Counts allocations while `wait` sleeps the window, with
+    /// `registrations` read before and after.
+    fn window(registrations: impl Fn() -> u64, sleep: impl Fn(Duration)) -> Window {
+        sleep(L * WARM_UP);
+        let r0 = registrations();
+        let (a0, b0) = counters();
+        sleep(L * WINDOW);
+        let (a1, b1) = counters();
+        let r1 = registrations();
+        Window {
+            allocs: a1 - a0,
+            bytes: b1 - b0,
+            registrations: r1 - r0,
+        }
+    }
+
+    fn evalsha(server: &RedisServer) -> u64 {
+        command_stats(server, "evalsha").0 + command_stats(server, "eval").0
+    }
+
+    /// Answers every registration at once, counted alone in the interval it
+    /// names, on the local clock taken as the server's; allocates nothing.
+    struct Null {
+        t0: Instant,
+        calls: Arc<AtomicU64>,
+    }
+
+    impl Connection for Null {
+        type Error = &'static str;
+
+        fn run<'c>(
+            &'c self,
+            command: Command<'_>,
+        ) -> impl Future<Output = Result<Option<Integers>, &'static str>> + Send + use<'c> {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            let server = 1_700_000_000_000_000 + self.t0.elapsed().as_micros() as i64;
+            let l = L.as_micros() as i64;
+            let k = server / l;
+            let named: Option<i64> = command.keys[0]
+                .rsplit(':')
+                .next()
+                .and_then(|k| k.parse().ok());
+            let (sec, usec) = (server / 1_000_000, server % 1_000_000);
+            let reply = if named == Some(k) {
+                Integers::collect([1, k, sec, usec, 0, 1], Some)
+            } else {
+                Integers::collect([0, k, sec, usec], Some)
+            };
+            std::future::ready(Ok(reply))
+        }
+
+        fn is_noscript(_: &&'static str) -> bool {
+            false
+        }
+    }
+
+    fn null_driver(groups: usize) -> Window {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let calls = Arc::new(AtomicU64::new(0));
+        let t0 = Instant::now();
+        let mut keep = Vec::new();
+        rt.block_on(async {
+            for g in 0..groups {
+                let clock = Clock::new(|| tokio::time::Instant::now().into_std());
+                let (driver, stream) =
+                    Driver::new(&options(g), Token::seeded(7, g as u64), clock, "null")
+                        .expect("valid");
+                let conn = Null {
+                    t0,
+                    calls: calls.clone(),
+                };
+                let sleep = |at: Instant| tokio::time::sleep_until(at.into());
+                keep.push((
+                    tokio::spawn(driver.run(conn, sleep, std::future::pending::<()>())),
+                    stream,
+                ));
+            }
+        });
+        let w = window(
+            || calls.load(Ordering::Relaxed),
+            |d| rt.block_on(async { tokio::time::sleep(d).await }),
+        );
+        for (task, _) in &keep {
+            task.abort();
+        }
+        w
+    }
+
+    fn redis(server: &RedisServer, groups: usize) -> Window {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let streams = rt.block_on(async {
+            let client = redis::Client::open(server.url()).expect("url");
+            let config = redis::AsyncConnectionConfig::new().set_response_timeout(Some(L * 10));
+            let conn = client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await
+                .expect("connect");
+            let mut streams = Vec::new();
+            for g in 0..groups {
+                let mut s = lease_redis::discover(conn.clone(), options(g).into()).expect("valid");
+                streams.push(tokio::spawn(
+                    async move { while s.next().await.is_some() {} },
+                ));
+            }
+            streams
+        });
+        let w = window(
+            || evalsha(server),
+            |d| rt.block_on(async { tokio::time::sleep(d).await }),
+        );
+        for s in streams {
+            s.abort();
+        }
+        w
+    }
+
+    fn fred(server: &RedisServer, groups: usize) -> Window {
+        use fred::prelude::*;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let streams = rt.block_on(async {
+            let config = Config::from_url(server.url()).expect("url");
+            let client = Builder::from_config(config).build().expect("client");
+            client.init().await.expect("connect");
+            let mut streams = Vec::new();
+            for g in 0..groups {
+                let mut s = lease_fred::discover(client.clone(), options(g).into()).expect("valid");
+                streams.push(tokio::spawn(
+                    async move { while s.next().await.is_some() {} },
+                ));
+            }
+            streams
+        });
+        let w = window(
+            || evalsha(server),
+            |d| rt.block_on(async { tokio::time::sleep(d).await }),
+        );
+        for s in streams {
+            s.abort();
+        }
+        w
+    }
+
+    fn smol(server: &RedisServer, groups: usize) -> Window {
+        let ex = Arc::new(smol::Executor::new());
+        let url = server.url();
+        let (stop, stopped) = smol::channel::bounded::<()>(1);
+        let runner = {
+            let ex = ex.clone();
+            std::thread::spawn(move || smol::block_on(ex.run(async { stopped.recv().await.ok() })))
+        };
+        let streams = smol::block_on(async {
+            let client = redis::Client::open(url).expect("url");
+            let config = redis::AsyncConnectionConfig::new().set_response_timeout(Some(L * 10));
+            let conn = client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await
+                .expect("connect");
+            let mut streams = Vec::new();
+            for g in 0..groups {
+                let ex2 = ex.clone();
+                let mut s = lease_smol::discover_with(conn.clone(), options(g).into(), move |w| {
+                    ex2.spawn(w).detach();
+                })
+                .expect("valid");
+                streams.push(ex.spawn(async move { while s.next().await.is_some() {} }));
+            }
+            streams
+        });
+        let w = window(|| evalsha(server), std::thread::sleep);
+        drop(streams);
+        let _ = stop.send_blocking(());
+        let _ = runner.join();
+        w
+    }
+
+    pub(super) fn main(groups: usize) {
+        header(
+            "Adapter path: heap allocations per registration against a real redis-server",
+            "scripts/bench-redis.sh alloc",
+        );
+        let mut table = Table::new(&[
+            "path",
+            "registrations counted",
+            "allocations per registration",
+            "bytes per registration",
+            "machine load average",
+        ]);
+        let mut row = |name: &str, w: Window| {
+            let r = w.registrations.max(1) as f64;
+            table.row([
+                name.to_owned(),
+                w.registrations.to_string(),
+                format!("{:.3}", w.allocs as f64 / r),
+                format!("{:.0}", w.bytes as f64 / r),
+                format!("{:.1}", load_average()),
+            ]);
+        };
+        row(
+            "driver + core + tokio timers (a connection that allocates nothing)",
+            null_driver(groups),
+        );
+        for (name, f) in [
+            (
+                "lease-redis (redis-rs multiplexed, tokio current-thread)",
+                redis as fn(&RedisServer, usize) -> Window,
+            ),
+            ("lease-fred (fred client, tokio current-thread)", fred),
+            ("lease-smol (redis-rs multiplexed, smol executor)", smol),
+        ] {
+            let server = RedisServer::start().expect("redis-server starts");
+            row(name, f(&server, groups));
+        }
+        table.print();
+        println!(
+            "{groups} groups of one worker, Ranked, L = {} ms; counted over {WINDOW} intervals after {WARM_UP}; no metrics recorder installed.\n",
+            L.as_millis()
+        );
+    }
 }

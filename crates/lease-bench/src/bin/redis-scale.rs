@@ -4,8 +4,16 @@
 //! Redis CPU per registration (`INFO commandstats`, and the whole server
 //! process) and Redis memory per group.
 //!
-//! Usage: `redis-scale [--groups N[,N..]] [--intervals N] [--interval-ms MS]`
-//! (default 10,000 groups, 60 intervals of 1,000 ms).
+//! Usage: `redis-scale [--groups N[,N..]] [--intervals N] [--interval-ms MS]
+//! [--adapters redis,fred,smol] [--modes ranked,arrival] [--connections N]
+//! [--response-timeout-ms MS] [--spread default|widest|S]` (default 10,000 groups, 60 intervals of
+//! 1,000 ms, lease-redis, both modes, one connection, redis-rs's response
+//! timeout set to the interval as lease-redis's docs advise; 0 = none;
+//! the default Ranked spread, `widest` for `Options::max_spread`).
+//! Each adapter runs its workers on two threads: tokio's multi-thread
+//! runtime with 2 workers (lease-redis, lease-fred), a `smol::Executor` run
+//! by 2 threads (lease-smol). Groups are dealt round-robin over the
+//! connections.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,39 +55,204 @@ struct Row {
     idle_at_end: u64,
 }
 
-async fn run(server: &RedisServer, groups: usize, l: Duration, intervals: u32, mode: Mode) -> Row {
+/// Which adapter drives the workers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Adapter {
+    Redis,
+    Fred,
+    Smol,
+}
+
+impl Adapter {
+    fn name(self) -> &'static str {
+        match self {
+            Adapter::Redis => "lease-redis",
+            Adapter::Fred => "lease-fred",
+            Adapter::Smol => "lease-smol",
+        }
+    }
+}
+
+/// How a run is set up.
+#[derive(Clone, Copy, Debug)]
+struct Setup {
+    adapter: Adapter,
+    groups: usize,
+    l: Duration,
+    intervals: u32,
+    mode: Mode,
+    connections: usize,
+    /// redis-rs's response timeout; `None`: none.
+    response_timeout: Option<Duration>,
+    /// The Ranked schedule's spread.
+    spread: Spread,
+}
+
+/// Which Ranked spread the workers use.
+#[derive(Clone, Copy, Debug)]
+enum Spread {
+    Default,
+    Widest,
+    Fixed(f64),
+}
+
+impl Spread {
+    fn apply(self, o: lease_core::Options) -> lease_core::Options {
+        match self {
+            Spread::Default => o,
+            Spread::Widest => {
+                let widest = o.max_spread();
+                o.with_spread(widest)
+            }
+            Spread::Fixed(s) => o.with_spread(s),
+        }
+    }
+
+    fn describe(self) -> String {
+        match self {
+            Spread::Default => "default".to_owned(),
+            Spread::Widest => "widest".to_owned(),
+            Spread::Fixed(s) => format!("{s} L"),
+        }
+    }
+}
+
+/// The executor lease-smol's workers run on: two threads.
+fn smol_executor() -> &'static smol::Executor<'static> {
+    static EX: std::sync::OnceLock<&'static smol::Executor<'static>> = std::sync::OnceLock::new();
+    EX.get_or_init(|| {
+        let ex: &'static smol::Executor<'static> = Box::leak(Box::default());
+        for _ in 0..2 {
+            std::thread::spawn(move || smol::block_on(ex.run(std::future::pending::<()>())));
+        }
+        ex
+    })
+}
+
+/// Counts what one worker's stream yields.
+async fn consume(
+    mut pairs: impl futures::Stream<Item = lease_core::Assignment> + Unpin,
+    counts: Arc<Counts>,
+) {
+    while let Some(p) = pairs.next().await {
+        counts.items.fetch_add(1, Ordering::Relaxed);
+        if p.lease().is_some() {
+            counts.holding.fetch_add(1, Ordering::Relaxed);
+        } else {
+            // The opening idle pair does not decrement.
+            let _ = counts
+                .holding
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| h.checked_sub(1));
+        }
+    }
+}
+
+/// Starts every group's worker; dropping the returned value stops them.
+async fn start(server: &RedisServer, s: Setup, counts: &Arc<Counts>) -> Box<dyn std::any::Any> {
+    let options = |g: usize| {
+        s.spread
+            .apply(lease_core::Options::new(format!("scale-{g}"), s.l).with_mode(s.mode))
+    };
+    let config = redis::AsyncConnectionConfig::new().set_response_timeout(s.response_timeout);
+    let client = redis::Client::open(server.url()).expect("url");
+    match s.adapter {
+        Adapter::Redis => {
+            let mut conns = Vec::new();
+            for _ in 0..s.connections {
+                let c = client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await
+                    .expect("connect");
+                conns.push(c);
+            }
+            let mut tasks = Vec::with_capacity(s.groups);
+            for g in 0..s.groups {
+                let conn = conns[g % conns.len()].clone();
+                let pairs = lease_redis::discover(conn, options(g).into()).expect("valid options");
+                tasks.push(tokio_util_abort(tokio::spawn(consume(
+                    pairs,
+                    counts.clone(),
+                ))));
+            }
+            Box::new(tasks)
+        }
+        Adapter::Fred => {
+            use fred::prelude::*;
+            let mut clients = Vec::new();
+            for _ in 0..s.connections {
+                let config = Config::from_url(server.url()).expect("url");
+                let c = Builder::from_config(config).build().expect("client");
+                c.init().await.expect("connect");
+                clients.push(c);
+            }
+            let mut tasks = Vec::with_capacity(s.groups);
+            for g in 0..s.groups {
+                let c = clients[g % clients.len()].clone();
+                let pairs = lease_fred::discover(c, options(g).into()).expect("valid options");
+                tasks.push(tokio_util_abort(tokio::spawn(consume(
+                    pairs,
+                    counts.clone(),
+                ))));
+            }
+            Box::new((tasks, clients))
+        }
+        Adapter::Smol => {
+            // Connections made outside tokio, so that redis-rs runs them on smol.
+            let (n, config2) = (s.connections, config.clone());
+            let conns = std::thread::spawn(move || {
+                smol::block_on(async {
+                    let mut conns = Vec::new();
+                    for _ in 0..n {
+                        let c = client
+                            .get_multiplexed_async_connection_with_config(&config2)
+                            .await
+                            .expect("connect");
+                        conns.push(c);
+                    }
+                    conns
+                })
+            })
+            .join()
+            .expect("connects");
+            let ex = smol_executor();
+            let mut tasks = Vec::with_capacity(s.groups);
+            for g in 0..s.groups {
+                let conn = conns[g % conns.len()].clone();
+                let pairs = lease_smol::discover_with(conn, options(g).into(), |w| {
+                    ex.spawn(w).detach();
+                })
+                .expect("valid options");
+                tasks.push(ex.spawn(consume(pairs, counts.clone())));
+            }
+            Box::new(tasks)
+        }
+    }
+}
+
+/// Aborts the task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn tokio_util_abort(h: tokio::task::JoinHandle<()>) -> AbortOnDrop {
+    AbortOnDrop(h)
+}
+
+async fn run(server: &RedisServer, s: Setup) -> Row {
+    let Setup {
+        groups,
+        l,
+        intervals,
+        ..
+    } = s;
     let totals = Totals::global();
     let memory_before = info_field(server, "memory", "used_memory").unwrap_or(0.0);
-    let client = redis::Client::open(server.url()).expect("url");
-    let conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect");
     let counts = Arc::new(Counts::default());
-    let mut tasks = Vec::with_capacity(groups);
-    for g in 0..groups {
-        let options = lease_redis::Options::from(
-            lease_core::Options::new(format!("scale-{g}"), l).with_mode(mode),
-        );
-        let mut pairs = lease_redis::discover(conn.clone(), options).expect("valid options");
-        let counts = counts.clone();
-        tasks.push(tokio::spawn(async move {
-            while let Some(p) = pairs.next().await {
-                counts.items.fetch_add(1, Ordering::Relaxed);
-                if p.lease().is_some() {
-                    counts.holding.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    // The opening idle pair does not decrement.
-                    let _ =
-                        counts
-                            .holding
-                            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| {
-                                h.checked_sub(1)
-                            });
-                }
-            }
-        }));
-    }
+    let tasks = start(server, s, &counts).await;
     let start = Instant::now();
     while (counts.holding.load(Ordering::Relaxed) as usize) < groups && start.elapsed() < l * 20 {
         tokio::time::sleep(l / 20).await;
@@ -103,9 +276,7 @@ async fn run(server: &RedisServer, groups: usize, l: Duration, intervals: u32, m
     let memory_after = info_field(server, "memory", "used_memory").unwrap_or(0.0);
     let idle_at_end = groups as u64 - counts.holding.load(Ordering::Relaxed).min(groups as u64);
     let lat = totals.take_latencies();
-    for t in tasks {
-        t.abort();
-    }
+    drop(tasks);
     let calls = evalsha + eval;
     let ms = |p: usize| percentile(&lat, p).unwrap_or(f64::NAN) * 1000.0;
     Row {
@@ -132,29 +303,70 @@ fn main() {
     let mut sizes = vec![10_000usize];
     let mut intervals = 60u32;
     let mut interval_ms = 1000u64;
+    let mut adapters = vec![Adapter::Redis];
+    let mut modes = vec![Mode::Ranked, Mode::Arrival];
+    let mut connections = 1usize;
+    let mut response_timeout_ms: Option<u64> = None;
+    let mut spread = Spread::Default;
     let mut args = std::env::args().skip(1);
+    let usage = || -> ! {
+        eprintln!(
+            "usage: redis-scale [--groups N[,N..]] [--intervals N] [--interval-ms MS] [--adapters redis,fred,smol] [--modes ranked,arrival] [--connections N] [--response-timeout-ms MS] [--spread default|widest|S]"
+        );
+        std::process::exit(2);
+    };
     while let Some(a) = args.next() {
-        if a == "--groups" {
-            let list = args.next().unwrap_or_default();
-            sizes = list.split(',').filter_map(|s| s.parse().ok()).collect();
-            continue;
-        }
-        let v = args.next().and_then(|s| s.parse::<u64>().ok());
-        match (a.as_str(), v) {
-            ("--intervals", Some(v)) => intervals = v as u32,
-            ("--interval-ms", Some(v)) => interval_ms = v,
-            _ => {
-                eprintln!(
-                    "usage: redis-scale [--groups N[,N..]] [--intervals N] [--interval-ms MS]"
-                );
-                std::process::exit(2);
+        let v = args.next().unwrap_or_default();
+        let list = || v.split(',').map(str::to_owned).collect::<Vec<_>>();
+        match a.as_str() {
+            "--groups" => sizes = list().iter().filter_map(|s| s.parse().ok()).collect(),
+            "--adapters" => {
+                adapters = list()
+                    .iter()
+                    .map(|a| match a.as_str() {
+                        "redis" => Adapter::Redis,
+                        "fred" => Adapter::Fred,
+                        "smol" => Adapter::Smol,
+                        _ => usage(),
+                    })
+                    .collect();
             }
+            "--modes" => {
+                modes = list()
+                    .iter()
+                    .map(|m| match m.as_str() {
+                        "ranked" => Mode::Ranked,
+                        "arrival" => Mode::Arrival,
+                        _ => usage(),
+                    })
+                    .collect();
+            }
+            "--intervals" => intervals = v.parse().unwrap_or_else(|_| usage()),
+            "--interval-ms" => interval_ms = v.parse().unwrap_or_else(|_| usage()),
+            "--connections" => connections = v.parse().unwrap_or_else(|_| usage()),
+            "--spread" => {
+                spread = match v.as_str() {
+                    "default" => Spread::Default,
+                    "widest" => Spread::Widest,
+                    x => Spread::Fixed(x.parse().unwrap_or_else(|_| usage())),
+                };
+            }
+            "--response-timeout-ms" => {
+                response_timeout_ms = Some(v.parse().unwrap_or_else(|_| usage()));
+            }
+            _ => usage(),
         }
     }
+    let connections = connections.max(1);
     let l = Duration::from_millis(interval_ms);
+    let response_timeout = match response_timeout_ms {
+        None => Some(l),
+        Some(0) => None,
+        Some(ms) => Some(Duration::from_millis(ms)),
+    };
     header(
         &format!(
-            "Real Redis: one process, many groups over one connection, L = {interval_ms} ms, {intervals} intervals"
+            "Real Redis: one process, many groups over {connections} connection(s), L = {interval_ms} ms, {intervals} intervals"
         ),
         "scripts/bench-redis.sh scale",
     );
@@ -164,6 +376,7 @@ fn main() {
         .build()
         .expect("runtime");
     let mut table = Table::new(&[
+        "adapter",
         "groups",
         "mode",
         "all owning after",
@@ -175,47 +388,70 @@ fn main() {
         "round trips per worker per interval",
         "registration p50 / p99 / max",
         "this process's CPU (share of one core)",
+        "this process's CPU per registration",
         "redis-server CPU (share of one core)",
         "Redis CPU per registration: script (commandstats) / whole server",
         "Redis memory per group",
         "machine load average (start, end)",
     ]);
     let mut version = String::new();
-    for (groups, mode) in sizes
-        .iter()
-        .flat_map(|&g| [(g, Mode::Ranked), (g, Mode::Arrival)])
-    {
-        let server = RedisServer::start().expect("redis-server starts");
-        version = server_version(&server);
-        let r = rt.block_on(run(&server, groups, l, intervals, mode));
-        eprintln!("{groups} {mode} done: {} expiries", r.expiries);
-        table.row([
-            groups.to_string(),
-            mode.to_string(),
-            if r.settle >= l * 20 {
-                "not within 20 L".to_owned()
-            } else {
-                format!("{:.1} L", r.settle.as_secs_f64() / l.as_secs_f64())
-            },
-            r.idle_at_end.to_string(),
-            r.changes.to_string(),
-            r.expiries.to_string(),
-            r.stand_downs.to_string(),
-            format!("{:.0}", r.rate),
-            format!("{:.4}", r.round_trips),
-            format!("{:.1} / {:.1} / {:.1} ms", r.p50_ms, r.p99_ms, r.max_ms),
-            format!("{:.0} %", r.client_cpu * 100.0),
-            format!("{:.0} %", r.redis_cpu * 100.0),
-            format!(
-                "{:.1} µs / {:.1} µs",
-                r.usec_per_call, r.redis_us_per_registration
-            ),
-            format!("{:.0} B", r.bytes_per_group),
-            format!("{:.1}, {:.1}", r.load.0, r.load.1),
-        ]);
+    for &adapter in &adapters {
+        for &groups in &sizes {
+            for &mode in &modes {
+                let server = RedisServer::start().expect("redis-server starts");
+                version = server_version(&server);
+                let setup = Setup {
+                    adapter,
+                    groups,
+                    l,
+                    intervals,
+                    mode,
+                    connections,
+                    response_timeout,
+                    spread,
+                };
+                let r = rt.block_on(run(&server, setup));
+                eprintln!(
+                    "{} {groups} {mode} done: {} expiries",
+                    adapter.name(),
+                    r.expiries
+                );
+                table.row([
+                    adapter.name().to_owned(),
+                    groups.to_string(),
+                    mode.to_string(),
+                    if r.settle >= l * 20 {
+                        "not within 20 L".to_owned()
+                    } else {
+                        format!("{:.1} L", r.settle.as_secs_f64() / l.as_secs_f64())
+                    },
+                    r.idle_at_end.to_string(),
+                    r.changes.to_string(),
+                    r.expiries.to_string(),
+                    r.stand_downs.to_string(),
+                    format!("{:.0}", r.rate),
+                    format!("{:.4}", r.round_trips),
+                    format!("{:.1} / {:.1} / {:.1} ms", r.p50_ms, r.p99_ms, r.max_ms),
+                    format!("{:.0} %", r.client_cpu * 100.0),
+                    format!("{:.1} µs", r.client_cpu * 1e6 / r.rate.max(1.0)),
+                    format!("{:.0} %", r.redis_cpu * 100.0),
+                    format!(
+                        "{:.1} µs / {:.1} µs",
+                        r.usec_per_call, r.redis_us_per_registration
+                    ),
+                    format!("{:.0} B", r.bytes_per_group),
+                    format!("{:.1}, {:.1}", r.load.0, r.load.1),
+                ]);
+            }
+        }
     }
     table.print();
+    let timeout = match response_timeout {
+        Some(t) => format!("{} ms", t.as_millis()),
+        None => "none".to_owned(),
+    };
     println!(
-        "redis-server {version} on loopback; one worker per group; tokio with 2 worker threads.\n"
+        "redis-server {version} on loopback; one worker per group; {connections} connection(s) per adapter; workers on 2 threads; redis-rs response timeout {timeout}; Ranked spread {}.\n",
+        spread.describe()
     );
 }
