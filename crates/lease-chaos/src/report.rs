@@ -21,6 +21,41 @@ use std::fmt::Write as _;
 
 use lease_history::checker::{Checker, Coverage, HoldingEnd, Summary, percentile};
 
+/// The coverage the report reads: per task for a task-set history (an
+/// incremental run: the share of tasks held by exactly one worker, and the
+/// spans during which every task was), of whole pairs otherwise. Both come
+/// from the checker (`TaskSummary::timeline` for tasks).
+pub(crate) struct Cover<'a> {
+    checker: &'a Checker,
+    task_spans: Option<Vec<(u64, u64)>>,
+}
+
+impl<'a> Cover<'a> {
+    pub(crate) fn new(checker: &'a Checker) -> Self {
+        Self {
+            checker,
+            task_spans: checker.tasks().map(|t| t.timeline.covered_spans()),
+        }
+    }
+
+    /// Coverage over `[from_us, to_us)`; for tasks, `uncovered_us` is the
+    /// task-time held by nobody or by two, divided by the number of tasks.
+    pub(crate) fn coverage_in(&self, from_us: u64, to_us: u64) -> Coverage {
+        match self.checker.tasks() {
+            Some(t) => t.timeline.coverage_in(from_us, to_us),
+            None => self.checker.coverage_in(from_us, to_us),
+        }
+    }
+
+    /// The spans of full coverage (every task, or every slot of some `n`).
+    pub(crate) fn spans(&self) -> &[(u64, u64)] {
+        match &self.task_spans {
+            Some(spans) => spans,
+            None => self.checker.covered_spans(),
+        }
+    }
+}
+
 use crate::faults::FaultKind;
 use lease_chaos::sink::SinkStats;
 
@@ -107,6 +142,7 @@ pub(crate) fn per_kind(
     let count_in = |sorted: &[u64], a: u64, b: u64| {
         (sorted.partition_point(|&t| t < b) - sorted.partition_point(|&t| t < a)) as u64
     };
+    let cover = Cover::new(checker);
     let mut faults: Vec<&FaultRun> = faults.iter().collect();
     faults.sort_by_key(|f| f.start_us);
     let mut out: BTreeMap<FaultKind, KindStats> = BTreeMap::new();
@@ -120,8 +156,8 @@ pub(crate) fn per_kind(
         stats.count += 1;
         stats.standdowns += count_in(&released, a, b);
         stats.stale += count_in(&stale, a, b);
-        stats.uncovered_us += checker.coverage_in(a, b).uncovered_us;
-        match recovery_us(checker.covered_spans(), fault.end_us.clamp(a, b), b) {
+        stats.uncovered_us += cover.coverage_in(a, b).uncovered_us;
+        match recovery_us(cover.spans(), fault.end_us.clamp(a, b), b) {
             Some(r) => stats.recoveries_us.push(r),
             None => stats.unrecovered += 1,
         }
@@ -170,6 +206,7 @@ pub(crate) fn clock_steps(
         .map(|h| h.end_us)
         .collect();
     let in_window = |t: u64, a: u64, b: u64| a <= t && t < b;
+    let cover = Cover::new(checker);
     steps
         .iter()
         .map(|&(f, step_us, offset_us)| {
@@ -190,7 +227,7 @@ pub(crate) fn clock_steps(
                 offset_us,
                 detected: count(&mut clock_standdowns_us.iter().copied()),
                 standdowns: count(&mut released.iter().copied()),
-                recovery_us: recovery_us(checker.covered_spans(), a, b),
+                recovery_us: recovery_us(cover.spans(), a, b),
                 violations: count(&mut checker.violations().iter().map(|v| v.start_us)),
                 fencing: count(
                     &mut checker
@@ -221,7 +258,8 @@ pub(crate) struct Report {
     pub(crate) setup: Setup,
     /// The checker's verdict on the history.
     pub(crate) summary: Summary,
-    /// Coverage from the moment the group first settled to the shutdown.
+    /// Coverage from the moment the group first settled to the shutdown
+    /// (per task in an incremental run, see [`Cover`]).
     pub(crate) steady: Coverage,
     pub(crate) sink: SinkStats,
     pub(crate) kinds: BTreeMap<FaultKind, KindStats>,
@@ -406,7 +444,11 @@ impl Report {
             self.summary.anomaly_count,
             self.sink.double_writes,
             self.sink.stale_while_valid,
-            self.summary.coverage.fraction(),
+            // Per task in an incremental run (see `Cover`).
+            self.summary
+                .tasks
+                .as_ref()
+                .map_or(self.summary.coverage.fraction(), |t| t.coverage),
             self.steady.fraction(),
             self.sink.accepted,
             self.sink.stale.len(),

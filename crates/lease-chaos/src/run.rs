@@ -25,7 +25,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::Args;
 use crate::faults::FaultKind;
-use crate::report::{FaultRun, Report, Setup, clock_steps, per_kind};
+use crate::report::{Cover, FaultRun, Report, Setup, clock_steps, per_kind};
 
 /// The group needs to be fully covered this many intervals before the next
 /// fault (or the first one) is injected...
@@ -871,7 +871,8 @@ impl Chaos<'_> {
         let sink = self.sink.stats();
         let stale_us: Vec<u64> = sink.stale.iter().map(|&t| self.harness.us(t)).collect();
         let kinds = per_kind(&checker, &self.faults, &stale_us, shutdown_us);
-        let steady = checker.coverage_in(self.settled_us.unwrap_or(shutdown_us), shutdown_us);
+        let steady =
+            Cover::new(&checker).coverage_in(self.settled_us.unwrap_or(shutdown_us), shutdown_us);
         let name = |id: u64| {
             self.names
                 .get(&WorkerId(id))

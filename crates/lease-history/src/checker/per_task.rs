@@ -19,6 +19,7 @@ use std::fmt;
 use super::Capped;
 use super::fencing::Top2;
 use super::holdings::Holding;
+use super::sweep::Coverage;
 
 use crate::record::{Mapping, Part};
 use crate::tasks::{TASKS, TaskSet};
@@ -247,6 +248,26 @@ impl TaskCoverage {
             return 1.0;
         }
         self.integrals(from_us, to_us).0 as f64 / span as f64
+    }
+
+    /// Task coverage over `[from_us, to_us)` as a [`Coverage`]:
+    /// `covered_us` is the task-microseconds held by exactly one worker
+    /// divided by the number of tasks (the window's length times
+    /// [`TaskCoverage::fraction_in`]), so a whole-pair report can show it.
+    pub fn coverage_in(&self, from_us: u64, to_us: u64) -> Coverage {
+        let len = to_us.saturating_sub(from_us);
+        let covered_us = if self.tasks == 0 {
+            len
+        } else {
+            let once = self.integrals(from_us, to_us).0 / u128::from(self.tasks);
+            u64::try_from(once).unwrap_or(len).min(len)
+        };
+        Coverage {
+            from_us,
+            to_us: from_us + len,
+            covered_us,
+            uncovered_us: len - covered_us,
+        }
     }
 
     /// Per task, the mean time in microseconds it was held by nobody over
@@ -494,6 +515,10 @@ mod tests {
         assert_eq!(t.timeline.fraction_in(0, 1_000), 1.0);
         assert_eq!(t.timeline.covered_spans(), vec![(0, 1_000), (1_500, 3_000)]);
         assert!((t.timeline.fraction_in(0, 3_000) - t.coverage).abs() < 1e-12);
+        let w = t.timeline.coverage_in(1_000, 2_000);
+        let lost = (share * 500.0) as u64;
+        assert!(w.uncovered_us.abs_diff(lost) <= 1, "{w:?} vs {lost}");
+        assert_eq!(w.covered_us + w.uncovered_us, 1_000);
         // Only the newcomer's tasks, under the history's mapping.
         let only = TaskCoverage::of(c.holdings(), C, &moved, 0, 3_000);
         assert!((only.fraction_in(1_000, 1_500)).abs() < 1e-12);
