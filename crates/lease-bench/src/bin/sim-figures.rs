@@ -32,7 +32,16 @@
 //!   counts as a holder); *window coverage* the task coverage over that
 //!   window.
 //!
-//! Usage: `sim-figures [--seeds N] [--regime SUBSTRING] [--per-seed] [--handover]`.
+//! With `--scenarios`, issue 14's table (research/incremental-analysis.md
+//! §4): per scenario (one join, one departure by cancel and by crash of the
+//! worker at position `n0 / 2`, a rolling restart 4 L apart, one missed
+//! registration), ideal and lossy regimes, n0 = 5 and 16, the window's task
+//! coverage, the task owner changes over it divided by the 1,024 tasks
+//! (idle gaps ignored), and the checker's findings, for Arrival, Ranked
+//! whole-pair and Ranked incremental (consistent mapping). `--regime
+//! SUBSTRING` before it keeps the scenarios whose name has it.
+//!
+//! Usage: `sim-figures [--seeds N] [--regime SUBSTRING] [--per-seed] [--handover | --scenarios]`.
 
 use std::time::Duration;
 
@@ -601,6 +610,13 @@ fn scenario_figures(seeds: u64, only: &str) {
             name: "ranked incremental (kept, holes, graceful leave)",
             mode: Mode::Ranked,
             drain_budget: None,
+            graceful: true,
+            incremental: true,
+        },
+        Variant {
+            name: "ranked incremental, b = 0",
+            mode: Mode::Ranked,
+            drain_budget: Some(Duration::ZERO),
             graceful: true,
             incremental: true,
         },
