@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use lease_chaos::harness::{Control, Happened, Harness, HarnessError, Work, WorkerId};
 use lease_chaos::proxy::{Latency, Link, Proxy};
 use lease_chaos::sink::FencingSink;
-use lease_core::IdleReason;
+use lease_core::{IdleReason, Tasks};
 use lease_history::timeline::{TimelineOptions, svg_with};
 use lease_history::{Checker, HistoryWriter, Record};
 use lease_testkit::RedisServer;
@@ -352,8 +352,22 @@ impl Chaos<'_> {
     }
 
     /// Whether every slot `0..n` of one `n` is held, validly, by exactly
-    /// one live worker, as the controller sees it.
+    /// one live worker, as the controller sees it; in incremental mode,
+    /// whether every task of the source is held by exactly one valid part.
     fn covered(&self, now: Instant) -> bool {
+        if self.args.handover == lease_core::HandoverMode::Incremental {
+            let sets: Vec<&Tasks> = self.harness.workers().filter_map(|w| w.tasks).collect();
+            return (0..self.args.tasks).all(|id| {
+                sets.iter()
+                    .filter(|t| {
+                        t.leases()
+                            .iter()
+                            .any(|l| l.is_valid_at(now) && l.covers(id))
+                    })
+                    .count()
+                    == 1
+            });
+        }
         let held: Vec<(u32, u32)> = self
             .harness
             .workers()
