@@ -253,7 +253,29 @@ fn demo(args: &Args) -> Result<bool, DemoError> {
         speed: None,
     };
     let (inc, inc_end) = sim::run(&cfg, &mut View::quiet(interval, length))?;
-    Ok(compare(&records, end_us, &inc, inc_end) && ok)
+    let same = compare(&records, end_us, &inc, inc_end);
+    let path = args.svg.with_extension("incremental.svg");
+    let title = format!(
+        "lease demo on {where_}, incremental handover: {} counting, interval {} ms",
+        args.mode, args.interval
+    );
+    let picture = timeline::svg_with(
+        &inc,
+        &title,
+        &TimelineOptions::default()
+            .with_interval(interval)
+            .with_end_us(inc_end),
+    );
+    std::fs::write(&path, picture).map_err(|source| DemoError::Write {
+        what: "timeline",
+        path: path.clone(),
+        source,
+    })?;
+    println!(
+        "Its timeline (task sets shaded by their share of the pair's tasks): {}",
+        path.display()
+    );
+    Ok(same && ok)
 }
 
 /// The task coverage of both runs: the share of the tasks `0..1024` held
