@@ -519,4 +519,52 @@ mod tests {
         );
         assert_eq!(flush.recoveries_us, vec![0]);
     }
+
+    /// An incremental run: coverage and recovery come from the task sets.
+    /// Two workers hold the halves of n = 2; w1 crashes at 1000 and its
+    /// tasks wait until w0 holds all of n = 1 at 1600.
+    #[test]
+    fn task_set_runs_recover_on_task_coverage() {
+        use lease_history::{Mapping, Part};
+        let own = |w: &str, i, n, token, at| {
+            Record::own_parts(
+                w,
+                i,
+                n,
+                token,
+                Mapping::Consistent,
+                vec![Part::whole(i, n, token)],
+                at,
+            )
+        };
+        let records = vec![
+            own("w0", 0, 2, 10, 0),
+            own("w1", 1, 2, 10, 0),
+            Record::fault("crash", 1000),
+            Record::release("w1", 1, 2, 1000),
+            own("w0", 0, 1, 13, 1600),
+        ];
+        let checker = Checker::new(&records, Some(3000));
+        assert!(checker.tasks().is_some());
+        // Whole pairs: a task-set history is never "fully covered".
+        assert!(checker.covered_spans().is_empty());
+        let faults = [FaultRun {
+            kind: FaultKind::Crash,
+            start_us: 1000,
+            end_us: 1000,
+        }];
+        let kinds = per_kind(&checker, &faults, &[], 3000);
+        let crash = &kinds[&FaultKind::Crash];
+        assert_eq!(crash.recoveries_us, vec![600]);
+        assert_eq!(crash.unrecovered, 0);
+        let half = lease_history::tasks::TaskSet::pair(Mapping::Consistent, 1, 2).len();
+        let lost = 600 * u64::from(half) / lease_history::tasks::TASKS as u64;
+        assert!(
+            crash.uncovered_us.abs_diff(lost) <= 1,
+            "{} vs {lost}",
+            crash.uncovered_us
+        );
+        let cover = Cover::new(&checker);
+        assert_eq!(cover.spans(), &[(0, 1000), (1600, 3000)]);
+    }
 }
