@@ -411,6 +411,7 @@ fn help_explains_each_subcommand() {
         "LEASE_I",
         "LEASE_TOKEN",
         "SIGTERM",
+        "always holds whole pairs",
     ] {
         assert!(stdout.contains(what), "{what} missing from run --help");
     }
