@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # docs/benchmarks.md, "Simulator": Ranked against Arrival with the same seeds
 # in every regime of the research model (50 seeds per cell, virtual time).
-# Extra arguments go to the binary (--seeds N, --regime SUBSTRING, --per-seed).
+# Extra arguments go to the binary (--seeds N, --regime SUBSTRING, --per-seed,
+# --handover for the kept-lease and graceful-leave tables, --scenarios for
+# issue 14's incremental handover table).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo run -q --release -p lease-bench --bin sim-figures -- "$@"

@@ -21,6 +21,41 @@ use std::fmt::Write as _;
 
 use lease_history::checker::{Checker, Coverage, HoldingEnd, Summary, percentile};
 
+/// The coverage the report reads: per task for a task-set history (an
+/// incremental run: the share of tasks held by exactly one worker, and the
+/// spans during which every task was), of whole pairs otherwise. Both come
+/// from the checker (`TaskSummary::timeline` for tasks).
+pub(crate) struct Cover<'a> {
+    checker: &'a Checker,
+    task_spans: Option<Vec<(u64, u64)>>,
+}
+
+impl<'a> Cover<'a> {
+    pub(crate) fn new(checker: &'a Checker) -> Self {
+        Self {
+            checker,
+            task_spans: checker.tasks().map(|t| t.timeline.covered_spans()),
+        }
+    }
+
+    /// Coverage over `[from_us, to_us)`; for tasks, `uncovered_us` is the
+    /// task-time held by nobody or by two, divided by the number of tasks.
+    pub(crate) fn coverage_in(&self, from_us: u64, to_us: u64) -> Coverage {
+        match self.checker.tasks() {
+            Some(t) => t.timeline.coverage_in(from_us, to_us),
+            None => self.checker.coverage_in(from_us, to_us),
+        }
+    }
+
+    /// The spans of full coverage (every task, or every slot of some `n`).
+    pub(crate) fn spans(&self) -> &[(u64, u64)] {
+        match &self.task_spans {
+            Some(spans) => spans,
+            None => self.checker.covered_spans(),
+        }
+    }
+}
+
 use crate::faults::FaultKind;
 use lease_chaos::sink::SinkStats;
 
@@ -107,6 +142,7 @@ pub(crate) fn per_kind(
     let count_in = |sorted: &[u64], a: u64, b: u64| {
         (sorted.partition_point(|&t| t < b) - sorted.partition_point(|&t| t < a)) as u64
     };
+    let cover = Cover::new(checker);
     let mut faults: Vec<&FaultRun> = faults.iter().collect();
     faults.sort_by_key(|f| f.start_us);
     let mut out: BTreeMap<FaultKind, KindStats> = BTreeMap::new();
@@ -120,8 +156,8 @@ pub(crate) fn per_kind(
         stats.count += 1;
         stats.standdowns += count_in(&released, a, b);
         stats.stale += count_in(&stale, a, b);
-        stats.uncovered_us += checker.coverage_in(a, b).uncovered_us;
-        match recovery_us(checker.covered_spans(), fault.end_us.clamp(a, b), b) {
+        stats.uncovered_us += cover.coverage_in(a, b).uncovered_us;
+        match recovery_us(cover.spans(), fault.end_us.clamp(a, b), b) {
             Some(r) => stats.recoveries_us.push(r),
             None => stats.unrecovered += 1,
         }
@@ -170,6 +206,7 @@ pub(crate) fn clock_steps(
         .map(|h| h.end_us)
         .collect();
     let in_window = |t: u64, a: u64, b: u64| a <= t && t < b;
+    let cover = Cover::new(checker);
     steps
         .iter()
         .map(|&(f, step_us, offset_us)| {
@@ -190,7 +227,7 @@ pub(crate) fn clock_steps(
                 offset_us,
                 detected: count(&mut clock_standdowns_us.iter().copied()),
                 standdowns: count(&mut released.iter().copied()),
-                recovery_us: recovery_us(checker.covered_spans(), a, b),
+                recovery_us: recovery_us(cover.spans(), a, b),
                 violations: count(&mut checker.violations().iter().map(|v| v.start_us)),
                 fencing: count(
                     &mut checker
@@ -311,7 +348,8 @@ pub(crate) struct Report {
     pub(crate) setup: Setup,
     /// The checker's verdict on the history.
     pub(crate) summary: Summary,
-    /// Coverage from the moment the group first settled to the shutdown.
+    /// Coverage from the moment the group first settled to the shutdown
+    /// (per task in an incremental run, see [`Cover`]).
     pub(crate) steady: Coverage,
     pub(crate) sink: SinkStats,
     pub(crate) kinds: BTreeMap<FaultKind, KindStats>,
@@ -533,7 +571,11 @@ impl Report {
             self.summary.anomaly_count,
             self.sink.double_writes,
             self.sink.stale_while_valid,
-            self.summary.coverage.fraction(),
+            // Per task in an incremental run (see `Cover`).
+            self.summary
+                .tasks
+                .as_ref()
+                .map_or(self.summary.coverage.fraction(), |t| t.coverage),
             self.steady.fraction(),
             self.sink.accepted,
             self.sink.stale.len(),
@@ -603,5 +645,53 @@ mod tests {
             (0, 1, 0)
         );
         assert_eq!(flush.recoveries_us, vec![0]);
+    }
+
+    /// An incremental run: coverage and recovery come from the task sets.
+    /// Two workers hold the halves of n = 2; w1 crashes at 1000 and its
+    /// tasks wait until w0 holds all of n = 1 at 1600.
+    #[test]
+    fn task_set_runs_recover_on_task_coverage() {
+        use lease_history::{Mapping, Part};
+        let own = |w: &str, i, n, token, at| {
+            Record::own_parts(
+                w,
+                i,
+                n,
+                token,
+                Mapping::Consistent,
+                vec![Part::whole(i, n, token)],
+                at,
+            )
+        };
+        let records = vec![
+            own("w0", 0, 2, 10, 0),
+            own("w1", 1, 2, 10, 0),
+            Record::fault("crash", 1000),
+            Record::release("w1", 1, 2, 1000),
+            own("w0", 0, 1, 13, 1600),
+        ];
+        let checker = Checker::new(&records, Some(3000));
+        assert!(checker.tasks().is_some());
+        // Whole pairs: a task-set history is never "fully covered".
+        assert!(checker.covered_spans().is_empty());
+        let faults = [FaultRun {
+            kind: FaultKind::Crash,
+            start_us: 1000,
+            end_us: 1000,
+        }];
+        let kinds = per_kind(&checker, &faults, &[], 3000);
+        let crash = &kinds[&FaultKind::Crash];
+        assert_eq!(crash.recoveries_us, vec![600]);
+        assert_eq!(crash.unrecovered, 0);
+        let half = lease_history::tasks::TaskSet::pair(Mapping::Consistent, 1, 2).len();
+        let lost = 600 * u64::from(half) / lease_history::tasks::TASKS as u64;
+        assert!(
+            crash.uncovered_us.abs_diff(lost) <= 1,
+            "{} vs {lost}",
+            crash.uncovered_us
+        );
+        let cover = Cover::new(&checker);
+        assert_eq!(cover.spans(), &[(0, 1000), (1600, 3000)]);
     }
 }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use lease_chaos::harness::{AdapterKind, Control, Happened, Harness, HarnessError, Work, WorkerId};
 use lease_chaos::proxy::{Latency, Link, Proxy};
 use lease_chaos::sink::FencingSink;
-use lease_core::IdleReason;
+use lease_core::{IdleReason, Tasks};
 use lease_history::timeline::{TimelineOptions, svg_with};
 use lease_history::{Checker, HistoryWriter, Record};
 use lease_testkit::{REPLICATION_TIMEOUT, RedisCluster, RedisServer};
@@ -25,7 +25,9 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::Args;
 use crate::faults::FaultKind;
-use crate::report::{FailoverRun, FaultRun, Report, Setup, clock_steps, failovers, per_kind};
+use crate::report::{
+    Cover, FailoverRun, FaultRun, Report, Setup, clock_steps, failovers, per_kind,
+};
 
 /// The group's name (its keys' hash tag is `{chaos}`).
 const GROUP: &str = "chaos";
@@ -486,8 +488,22 @@ impl Chaos<'_> {
     }
 
     /// Whether every slot `0..n` of one `n` is held, validly, by exactly
-    /// one live worker, as the controller sees it.
+    /// one live worker, as the controller sees it; in incremental mode,
+    /// whether every task of the source is held by exactly one valid part.
     fn covered(&self, now: Instant) -> bool {
+        if self.args.handover == lease_core::HandoverMode::Incremental {
+            let sets: Vec<&Tasks> = self.harness.workers().filter_map(|w| w.tasks).collect();
+            return (0..self.args.tasks).all(|id| {
+                sets.iter()
+                    .filter(|t| {
+                        t.leases()
+                            .iter()
+                            .any(|l| l.is_valid_at(now) && l.covers(id))
+                    })
+                    .count()
+                    == 1
+            });
+        }
         let held: Vec<(u32, u32)> = self
             .harness
             .workers()
@@ -1324,7 +1340,8 @@ impl Chaos<'_> {
         let sink = self.sink.stats();
         let stale_us: Vec<u64> = sink.stale.iter().map(|&t| self.harness.us(t)).collect();
         let kinds = per_kind(&checker, &self.faults, &stale_us, shutdown_us);
-        let steady = checker.coverage_in(self.settled_us.unwrap_or(shutdown_us), shutdown_us);
+        let steady =
+            Cover::new(&checker).coverage_in(self.settled_us.unwrap_or(shutdown_us), shutdown_us);
         let name = |id: u64| {
             self.names
                 .get(&WorkerId(id))

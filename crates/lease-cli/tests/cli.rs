@@ -411,6 +411,7 @@ fn help_explains_each_subcommand() {
         "LEASE_I",
         "LEASE_TOKEN",
         "SIGTERM",
+        "always holds whole pairs",
     ] {
         assert!(stdout.contains(what), "{what} missing from run --help");
     }
@@ -449,7 +450,7 @@ fn sim_plays_a_checked_run_and_writes_its_history() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let lines: Vec<&str> = stdout.lines().collect();
     assert!(
-        lines[0].starts_with("run: seed=3 mode=ranked workers=4 intervals=60 "),
+        lines[0].starts_with("run: seed=3 mode=ranked handover=whole workers=4 intervals=60 "),
         "{stdout}"
     );
     let last = lines.last().copied().unwrap_or_default();

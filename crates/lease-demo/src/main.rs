@@ -21,10 +21,12 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use lease_core::Mode;
 pub(crate) use lease_core::diag::redact_url as redact;
+use lease_core::{HandoverMode, Mode};
+use lease_history::checker::TaskCoverage;
+use lease_history::tasks::TaskSet;
 use lease_history::timeline::{self, TimelineOptions};
-use lease_history::{HistoryWriter, Record, check};
+use lease_history::{Checker, HistoryWriter, Record, check};
 
 use crate::view::View;
 
@@ -232,12 +234,90 @@ fn demo(args: &Args) -> Result<bool, DemoError> {
             name,
             interval,
             mode: args.mode,
+            handover: HandoverMode::Whole,
             speed: (!fast).then_some(args.speed),
         };
         sim::run(&cfg, &mut view)?
     };
     let took = started.elapsed();
-    finish(args, &records, end_us, interval, &where_, took)
+    let ok = finish(args, &records, end_us, interval, &where_, took)?;
+    if real || args.mode != Mode::Ranked {
+        return Ok(ok);
+    }
+    // The same script and seed with incremental handover (rule 13), as
+    // fast as possible and not shown: the task coverage side by side.
+    let cfg = sim::SimRun {
+        seed: args.seed,
+        name: "lease-demo".to_owned(),
+        interval,
+        mode: args.mode,
+        handover: HandoverMode::Incremental,
+        speed: None,
+    };
+    let (inc, inc_end) = sim::run(&cfg, &mut View::quiet(interval, length))?;
+    let same = compare(&records, end_us, &inc, inc_end);
+    let path = args.svg.with_extension("incremental.svg");
+    let title = format!(
+        "lease demo on {where_}, incremental handover: {} counting, interval {} ms",
+        args.mode, args.interval
+    );
+    let picture = timeline::svg_with(
+        &inc,
+        &title,
+        &TimelineOptions::default()
+            .with_interval(interval)
+            .with_end_us(inc_end),
+    );
+    std::fs::write(&path, picture).map_err(|source| DemoError::Write {
+        what: "timeline",
+        path: path.clone(),
+        source,
+    })?;
+    println!(
+        "Its timeline (task sets shaded by their share of the pair's tasks): {}",
+        path.display()
+    );
+    Ok(same && ok)
+}
+
+/// The task coverage of both runs: the share of the tasks `0..1024` held
+/// by exactly one worker, whole pairs read under the modulo mapping, task
+/// sets under the consistent one. Returns whether the incremental run was
+/// exclusive per task.
+fn compare(whole: &[Record], whole_end: u64, inc: &[Record], inc_end: u64) -> bool {
+    let (w, i) = task_coverages(whole, whole_end, inc, inc_end);
+    let checked = check(inc, Some(inc_end));
+    let tasks = checked.tasks.as_ref();
+    let task_ok = tasks.is_some_and(|t| t.is_ok()) && checked.anomaly_count == 0;
+    println!();
+    println!("The same script and seed, both handover modes (task coverage: the share of the");
+    println!("tasks 0..1024 held by exactly one worker, time-weighted):");
+    println!(
+        "  whole pairs (the run above):                       {:.3}",
+        w
+    );
+    println!(
+        "  incremental handover (rule 13, consistent mapping): {:.3}  task_violations={} task_fencing={}",
+        i,
+        tasks.map_or(0, |t| t.violation_count),
+        tasks.map_or(0, |t| t.fencing_count),
+    );
+    task_ok
+}
+
+/// The whole-pair and the incremental run's task coverage over each run.
+fn task_coverages(whole: &[Record], whole_end: u64, inc: &[Record], inc_end: u64) -> (f64, f64) {
+    let c = Checker::new(whole, Some(whole_end));
+    let w = TaskCoverage::of(
+        c.holdings(),
+        lease_history::Mapping::Modulo,
+        &TaskSet::all(),
+        c.start_us(),
+        c.end_us(),
+    )
+    .fraction_in(c.start_us(), c.end_us());
+    let i = check(inc, Some(inc_end)).tasks.map_or(0.0, |t| t.coverage);
+    (w, i)
 }
 
 /// Prints the checker's verdict and writes the timeline (and the history).
@@ -312,5 +392,29 @@ mod tests {
     #[test]
     fn the_script_ends_last() {
         assert_eq!(scenario::length(), 38.0);
+    }
+
+    /// Both modes on the simulator: the incremental run keeps more of the
+    /// tasks covered through the same script, and is exclusive per task.
+    #[test]
+    fn incremental_handover_covers_more_of_the_tasks() {
+        let run = |handover| {
+            let cfg = sim::SimRun {
+                seed: 1,
+                name: "lease-demo".to_owned(),
+                interval: Duration::from_secs(1),
+                mode: Mode::Ranked,
+                handover,
+                speed: None,
+            };
+            let length = Duration::from_secs(38);
+            sim::run(&cfg, &mut View::quiet(cfg.interval, length)).expect("valid options")
+        };
+        let (whole, whole_end) = run(HandoverMode::Whole);
+        let (inc, inc_end) = run(HandoverMode::Incremental);
+        let (w, i) = task_coverages(&whole, whole_end, &inc, inc_end);
+        assert!(i > w, "incremental {i} against whole pairs {w}");
+        assert!(w > 0.5, "{w}");
+        assert!(compare(&whole, whole_end, &inc, inc_end));
     }
 }

@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use lease_core::{Assignment, Event, Mode, Options, OptionsError};
+use lease_core::ownership::Mapping;
+use lease_core::{Assignment, Event, HandoverMode, Mode, Options, OptionsError};
 use lease_history::Record;
 use lease_sim::{Action, Sim, SimConfig, WorkerId};
 
@@ -16,6 +17,9 @@ pub(crate) struct SimRun {
     pub(crate) name: String,
     pub(crate) interval: Duration,
     pub(crate) mode: Mode,
+    /// Whole pairs (the original) or incremental handover (rule 13, under
+    /// the consistent mapping it needs).
+    pub(crate) handover: HandoverMode,
     /// Virtual seconds per wall-clock second, or `None` for as fast as
     /// possible.
     pub(crate) speed: Option<f64>,
@@ -30,7 +34,12 @@ const FRAME: Duration = Duration::from_millis(50);
 /// history and its end.
 pub(crate) fn run(cfg: &SimRun, view: &mut View) -> Result<(Vec<Record>, u64), OptionsError> {
     let l = cfg.interval;
-    let options = Options::new(cfg.name.clone(), l).with_mode(cfg.mode);
+    let mut options = Options::new(cfg.name.clone(), l).with_mode(cfg.mode);
+    if cfg.handover == HandoverMode::Incremental {
+        options = options
+            .with_mapping(Mapping::Consistent)
+            .with_handover(HandoverMode::Incremental);
+    }
     let mut sim = Sim::new(SimConfig::new(cfg.seed, options))?;
     let tick = l / TICKS_PER_INTERVAL;
     let end = l.mul_f64(length());
@@ -127,7 +136,7 @@ fn show(sim: &mut Sim, view: &mut View, seen: usize) -> usize {
             Event::Assignment(Assignment::Held(lease)) => {
                 view.own(w, lease.i(), lease.n(), lease.token(), o.at)
             }
-            // The demo runs whole pairs.
+            // The incremental companion run is not shown live.
             Event::Assignment(Assignment::Tasks(_)) => {}
             Event::Assignment(Assignment::Idle(idle)) => {
                 if idle.ended.is_some() {

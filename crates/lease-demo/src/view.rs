@@ -45,6 +45,9 @@ struct WorkerRow {
 /// The live view, or the plain-lines printer.
 pub(crate) struct View {
     live: bool,
+    /// Prints nothing at all (the companion run in the other handover
+    /// mode).
+    quiet: bool,
     header: Vec<String>,
     length: Duration,
     interval: Duration,
@@ -76,6 +79,7 @@ impl View {
         }
         Self {
             live,
+            quiet: false,
             header,
             length,
             interval,
@@ -87,6 +91,13 @@ impl View {
             next: None,
             drawn: 0,
         }
+    }
+
+    /// A view that shows and prints nothing.
+    pub(crate) fn quiet(interval: Duration, length: Duration) -> Self {
+        let mut view = Self::new(true, Vec::new(), interval, length);
+        view.quiet = true;
+        view
     }
 
     /// Whether the view redraws in place.
@@ -211,7 +222,7 @@ impl View {
 
     /// Redraws the live view (nothing in plain mode).
     pub(crate) fn draw(&mut self) {
-        if !self.live {
+        if !self.live || self.quiet {
             return;
         }
         let width = terminal_width();

@@ -62,6 +62,13 @@ impl Default for TaskSet {
 }
 
 impl TaskSet {
+    /// Every task of `0..TASKS`.
+    pub fn all() -> Self {
+        Self {
+            words: [u64::MAX; WORDS],
+        }
+    }
+
     /// `T(i, n)`: the tasks index `i` owns among `n` under `mapping`.
     pub fn pair(mapping: Mapping, i: u32, n: u32) -> Self {
         Self::part(mapping, &Part::whole(i, n, 0))

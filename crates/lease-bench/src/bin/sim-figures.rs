@@ -32,14 +32,24 @@
 //!   counts as a holder); *window coverage* the task coverage over that
 //!   window.
 //!
-//! Usage: `sim-figures [--seeds N] [--regime SUBSTRING] [--per-seed] [--handover]`.
+//! With `--scenarios`, issue 14's table (research/incremental-analysis.md
+//! §4): per scenario (one join, one departure by cancel and by crash of the
+//! worker at position `n0 / 2`, a rolling restart 4 L apart, one missed
+//! registration), ideal and lossy regimes, n0 = 5 and 16, the window's task
+//! coverage, the task owner changes over it divided by the 1,024 tasks
+//! (idle gaps ignored), and the checker's findings, for Arrival, Ranked
+//! whole-pair and Ranked incremental (consistent mapping). `--regime
+//! SUBSTRING` before it keeps the scenarios whose name has it.
+//!
+//! Usage: `sim-figures [--seeds N] [--regime SUBSTRING] [--per-seed] [--handover | --scenarios]`.
 
 use std::time::Duration;
 
 use lease_bench::{SplitMix, Table, header, mean, percentile};
 use lease_core::ownership::Mapping;
-use lease_core::{Mode, Options, Slot};
-use lease_history::checker::Holding;
+use lease_core::{HandoverMode, Mode, Options, Slot};
+use lease_history::checker::{Holding, TaskCoverage, task_moves};
+use lease_history::tasks::{TASKS, TaskSet};
 use lease_history::{Checker, Record};
 use lease_sim::{Action, Network, Sim, SimConfig, WorkerId};
 
@@ -261,57 +271,32 @@ fn fmt_l(x: Option<f64>) -> String {
     }
 }
 
-/// The research model's tasks.
-const TASKS: u64 = 1024;
-
 /// Over `[from, to)`: the time-averaged share of `tasks` held by exactly one
-/// holding (under `mapping`), and per task the mean time (in L) it was held
-/// by nobody.
+/// holding (under `mapping`; a task-set holding holds the union of its
+/// parts), and per task the mean time (in L) it was held by nobody.
 fn task_cover(
     holdings: &[Holding],
     mapping: Mapping,
-    tasks: &[u64],
+    tasks: &TaskSet,
     from: u64,
     to: u64,
 ) -> (f64, f64) {
     if to <= from || tasks.is_empty() {
         return (0.0, 0.0);
     }
-    let live: Vec<&Holding> = holdings
-        .iter()
-        .filter(|h| h.start_us < to && h.end_us > from && h.start_us < h.end_us)
-        .collect();
-    let mut cuts: Vec<u64> = vec![from, to];
-    for h in &live {
-        cuts.extend([h.start_us.max(from), h.end_us.min(to)]);
-    }
-    cuts.sort_unstable();
-    cuts.dedup();
-    let (mut once, mut nobody) = (0.0, 0.0);
-    for w in cuts.windows(2) {
-        let (a, b) = (w[0], w[1]);
-        let len = (b - a) as f64;
-        let active: Vec<&&Holding> = live
-            .iter()
-            .filter(|h| h.start_us <= a && h.end_us >= b)
-            .collect();
-        for &t in tasks {
-            let holders = active
-                .iter()
-                .filter(|h| mapping.owner(t, h.n) == h.i)
-                .count();
-            match holders {
-                0 => nobody += len,
-                1 => once += len,
-                _ => {}
-            }
-        }
-    }
-    let span = (to - from) as f64 * tasks.len() as f64;
+    let cover = TaskCoverage::of(holdings, judge(mapping), tasks, from, to);
     (
-        once / span,
-        nobody / tasks.len() as f64 / L.as_micros() as f64,
+        cover.fraction_in(from, to),
+        cover.unheld_us_in(from, to) / L.as_micros() as f64,
     )
+}
+
+/// lease-core's mapping as the history names it.
+fn judge(mapping: Mapping) -> lease_history::Mapping {
+    match mapping {
+        Mapping::Consistent => lease_history::Mapping::Consistent,
+        _ => lease_history::Mapping::Modulo,
+    }
 }
 
 /// One row of the handover figures.
@@ -321,20 +306,39 @@ struct Variant {
     mode: Mode,
     drain_budget: Option<Duration>,
     graceful: bool,
+    /// Incremental handover (rule 13) under the consistent mapping; whole
+    /// pairs under modulo otherwise.
+    incremental: bool,
 }
 
-/// A group of `n0` settled workers, ideal regime, options by `v`.
+impl Variant {
+    fn mapping(&self) -> Mapping {
+        if self.incremental {
+            Mapping::Consistent
+        } else {
+            Mapping::Modulo
+        }
+    }
+}
+
+/// A group of `n0` settled workers, options by `v`.
 fn start_variant(
     seed: u64,
     v: Variant,
     n0: usize,
+    network: Network,
     scenario: &mut SplitMix,
 ) -> (Sim, Vec<WorkerId>) {
     let mut options = Options::new("g", L).with_gap(0.15).with_mode(v.mode);
     options.drain_budget = v.drain_budget;
     options.graceful_leave = v.graceful;
+    if v.incremental {
+        options = options
+            .with_mapping(Mapping::Consistent)
+            .with_handover(HandoverMode::Incremental);
+    }
     let mut cfg = SimConfig::new(seed, options);
-    cfg.network = Network::ideal(L);
+    cfg.network = network;
     let mut sim = Sim::new(cfg).expect("valid options");
     let ws = (0..n0)
         .map(|_| sim.schedule_join(L.mul_f64(scenario.unit())))
@@ -345,17 +349,16 @@ fn start_variant(
 /// The join window's task coverage for one seed, and the checker's findings.
 fn join_window(seed: u64, v: Variant, n0: usize) -> (f64, u64) {
     let mut scenario = SplitMix::new(seed ^ 1);
-    let (mut sim, _) = start_variant(seed, v, n0, &mut scenario);
+    let (mut sim, _) = start_variant(seed, v, n0, Network::ideal(L), &mut scenario);
     let t = L * EVENT_AT + L.mul_f64(scenario.unit());
     sim.run_until(t);
     sim.schedule_join(t);
     sim.run_until(t + L * (WINDOW + 1));
     let checker = Checker::new(&sim.closed_history(), Some(us(sim.now())));
-    let tasks: Vec<u64> = (0..TASKS).collect();
     let (cover, _) = task_cover(
         checker.holdings(),
-        Mapping::Modulo,
-        &tasks,
+        v.mapping(),
+        &TaskSet::all(),
         us(t),
         us(t + L * WINDOW),
     );
@@ -366,7 +369,7 @@ fn join_window(seed: u64, v: Variant, n0: usize) -> (f64, u64) {
 /// (in L), the window's task coverage, and the checker's findings.
 fn leave_window(seed: u64, v: Variant, n0: usize) -> (f64, f64, u64) {
     let mut scenario = SplitMix::new(seed ^ 2);
-    let (mut sim, ws) = start_variant(seed, v, n0, &mut scenario);
+    let (mut sim, ws) = start_variant(seed, v, n0, Network::ideal(L), &mut scenario);
     let t = L * EVENT_AT + L.mul_f64(scenario.unit());
     sim.run_until(t);
     let target = n0 as u32 / 2;
@@ -380,12 +383,9 @@ fn leave_window(seed: u64, v: Variant, n0: usize) -> (f64, f64, u64) {
     sim.run_until(t + L * (WINDOW + 1));
     let checker = Checker::new(&sim.closed_history(), Some(us(sim.now())));
     let (from, to) = (us(t), us(t + L * WINDOW));
-    let mine: Vec<u64> = (0..TASKS)
-        .filter(|&id| Mapping::Modulo.owner(id, lease.n()) == lease.i())
-        .collect();
-    let (_, uncovered) = task_cover(checker.holdings(), Mapping::Modulo, &mine, from, to);
-    let all: Vec<u64> = (0..TASKS).collect();
-    let (cover, _) = task_cover(checker.holdings(), Mapping::Modulo, &all, from, to);
+    let mine = TaskSet::pair(judge(v.mapping()), lease.i(), lease.n());
+    let (_, uncovered) = task_cover(checker.holdings(), v.mapping(), &mine, from, to);
+    let (cover, _) = task_cover(checker.holdings(), v.mapping(), &TaskSet::all(), from, to);
     (uncovered, cover, faults(&checker))
 }
 
@@ -417,24 +417,28 @@ fn leave_figures(seeds: u64) {
             mode: Mode::Ranked,
             drain_budget: None,
             graceful: true,
+            incremental: false,
         },
         Variant {
             name: "ranked, graceful leave, b = 0",
             mode: Mode::Ranked,
             drain_budget: Some(Duration::ZERO),
             graceful: true,
+            incremental: false,
         },
         Variant {
             name: "ranked, plain cancel (kept leases, b = G)",
             mode: Mode::Ranked,
             drain_budget: None,
             graceful: false,
+            incremental: false,
         },
         Variant {
             name: "arrival (the original)",
             mode: Mode::Arrival,
             drain_budget: None,
             graceful: false,
+            incremental: false,
         },
     ];
     let mut table = Table::new(&[
@@ -473,6 +477,201 @@ fn leave_figures(seeds: u64) {
     );
 }
 
+/// The scenarios of the research model's §4 (issue 14's figures).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scenario {
+    /// A newcomer at the event.
+    Join,
+    /// The worker at position `n0 / 2` is cancelled at the event.
+    Cancel,
+    /// The worker at position `n0 / 2` crashes at the event (its lease runs
+    /// to its deadline; for coverage it counts only until the crash).
+    Crash,
+    /// Rolling restart 4 L apart: worker `j` (in join order) is cancelled
+    /// at `event + 4 j L`; its replacement joins 4 L later, as the next one
+    /// leaves.
+    Roll4,
+    /// The worker at position `n0 / 2` misses exactly one registration: its
+    /// process is frozen for exactly `L` from `15 L + U(0, G/2)`, which
+    /// holds that interval's firing instant and no other.
+    Stall1,
+}
+
+impl Scenario {
+    const ALL: [Scenario; 5] = [
+        Scenario::Join,
+        Scenario::Cancel,
+        Scenario::Crash,
+        Scenario::Roll4,
+        Scenario::Stall1,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Scenario::Join => "one join",
+            Scenario::Cancel => "one departure (cancel)",
+            Scenario::Crash => "one departure (crash)",
+            Scenario::Roll4 => "rolling restart, 4 L apart",
+            Scenario::Stall1 => "one missed registration",
+        }
+    }
+}
+
+/// The worker holding task `id` now, if one does.
+fn holder_of(sim: &Sim, ws: &[WorkerId], id: u64) -> Option<WorkerId> {
+    ws.iter().copied().find(|&w| sim.holds_task(w, id))
+}
+
+/// One seed of one scenario: the window's task coverage, the task owner
+/// changes over the window divided by the number of tasks, and the
+/// checker's findings; `None` when the scenario could not be set up (no
+/// worker held the middle position at the event).
+fn scenario_run(
+    seed: u64,
+    v: Variant,
+    n0: usize,
+    network: Network,
+    scenario: Scenario,
+) -> Option<(f64, f64, u64)> {
+    let mut draw = SplitMix::new(seed ^ 3);
+    let (mut sim, ws) = start_variant(seed, v, n0, network, &mut draw);
+    let mut t = L * EVENT_AT + L.mul_f64(draw.unit());
+    if scenario == Scenario::Stall1 {
+        t = L * EVENT_AT + L.mul_f64(0.15 / 2.0 * draw.unit());
+    }
+    sim.run_until(t);
+    // The worker at the middle position: the holder of a task that position
+    // owns under the variant's mapping.
+    let middle = (0..TASKS as u64)
+        .find(|&id| v.mapping().owner(id, n0 as u32) == n0 as u32 / 2)
+        .and_then(|id| holder_of(&sim, &ws, id));
+    let mut crashed = None;
+    let end = match scenario {
+        Scenario::Join => {
+            sim.schedule_join(t);
+            t + L * WINDOW
+        }
+        Scenario::Cancel => {
+            sim.act(Action::Cancel(middle?));
+            t + L * WINDOW
+        }
+        Scenario::Crash => {
+            sim.act(Action::Crash(middle?));
+            crashed = middle;
+            t + L * WINDOW
+        }
+        Scenario::Stall1 => {
+            sim.act(Action::Stall(middle?, L));
+            t + L * WINDOW
+        }
+        Scenario::Roll4 => {
+            for (j, &w) in ws.iter().enumerate() {
+                sim.schedule(t + L * (4 * j as u32), Action::Cancel(w));
+                sim.schedule_join(t + L * (4 * (j as u32 + 1)));
+            }
+            t + L * (4 * n0 as u32 + WINDOW)
+        }
+    };
+    sim.run_until(end + L);
+    let checker = Checker::new(&sim.closed_history(), Some(us(sim.now())));
+    let mut holdings = checker.holdings().to_vec();
+    if let Some(w) = crashed {
+        // A crashed worker counts as a holder only until the crash.
+        let name = w.to_string();
+        for h in holdings.iter_mut().filter(|h| h.worker == name) {
+            h.end_us = h.end_us.min(us(t)).max(h.start_us);
+        }
+    }
+    let (from, to) = (us(t), us(end));
+    let (cover, _) = task_cover(&holdings, v.mapping(), &TaskSet::all(), from, to);
+    let moved = task_moves(checker.holdings(), judge(v.mapping()), from, to) as f64 / TASKS as f64;
+    Some((cover, moved, faults(&checker)))
+}
+
+/// Issue 14's table: task coverage of the window, moved tasks, violations,
+/// per scenario, regime, `n0` and variant.
+fn scenario_figures(seeds: u64, only: &str) {
+    let variants = [
+        Variant {
+            name: "arrival (the original)",
+            mode: Mode::Arrival,
+            drain_budget: None,
+            graceful: false,
+            incremental: false,
+        },
+        Variant {
+            name: "ranked whole-pair (kept, holes, graceful leave)",
+            mode: Mode::Ranked,
+            drain_budget: None,
+            graceful: true,
+            incremental: false,
+        },
+        Variant {
+            name: "ranked incremental (kept, holes, graceful leave)",
+            mode: Mode::Ranked,
+            drain_budget: None,
+            graceful: true,
+            incremental: true,
+        },
+        Variant {
+            name: "ranked incremental, b = 0",
+            mode: Mode::Ranked,
+            drain_budget: Some(Duration::ZERO),
+            graceful: true,
+            incremental: true,
+        },
+    ];
+    let mut table = Table::new(&[
+        "scenario",
+        "regime",
+        "n0",
+        "variant",
+        "window task coverage (mean)",
+        "worst seed",
+        "moved / tasks (mean)",
+        "max",
+        "runs",
+        "violations",
+    ]);
+    for scenario in Scenario::ALL {
+        if !scenario.name().contains(only) {
+            continue;
+        }
+        for (regime, network) in [("ideal", Network::ideal(L)), ("lossy", Network::lossy(L))] {
+            for n0 in [5usize, 16] {
+                for v in variants {
+                    let runs: Vec<(f64, f64, u64)> = over_seeds(seeds, |seed| {
+                        scenario_run(seed, v, n0, network.clone(), scenario)
+                    })
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                    let cover: Vec<f64> = runs.iter().map(|r| r.0).collect();
+                    let moved: Vec<f64> = runs.iter().map(|r| r.1).collect();
+                    table.row([
+                        scenario.name().to_owned(),
+                        regime.to_owned(),
+                        n0.to_string(),
+                        v.name.to_owned(),
+                        format!("{:.3}", mean(&cover)),
+                        format!("{:.3}", cover.iter().copied().fold(1.0, f64::min)),
+                        format!("{:.3}", mean(&moved)),
+                        format!("{:.3}", moved.iter().copied().fold(0.0, f64::max)),
+                        runs.len().to_string(),
+                        runs.iter().map(|r| r.2).sum::<u64>().to_string(),
+                    ]);
+                }
+            }
+        }
+    }
+    table.print();
+    println!(
+        "Window: [event, event + 6 L), for the rolling restart [first leave, last join + 6 L). \
+         Task coverage: share of tasks 0..1024 held by exactly one worker (modulo mapping for \
+         whole pairs, consistent for incremental). Moved: task owner changes over the window / 1024.\n"
+    );
+}
+
 fn handover_figures(seeds: u64) {
     header(
         &format!("Simulator: issue 14 handover figures, ideal regime ({seeds} seeds per cell)"),
@@ -484,18 +683,21 @@ fn handover_figures(seeds: u64) {
             mode: Mode::Ranked,
             drain_budget: None,
             graceful: false,
+            incremental: false,
         },
         Variant {
             name: "ranked, kept leases, b = 0",
             mode: Mode::Ranked,
             drain_budget: Some(Duration::ZERO),
             graceful: false,
+            incremental: false,
         },
         Variant {
             name: "arrival (the original)",
             mode: Mode::Arrival,
             drain_budget: None,
             graceful: false,
+            incremental: false,
         },
     ];
     let mut table = Table::new(&[
@@ -537,6 +739,14 @@ fn main() {
             "--per-seed" => per_seed = true,
             "--handover" => {
                 handover_figures(seeds);
+                return;
+            }
+            "--scenarios" => {
+                header(
+                    &format!("Simulator: issue 14 scenarios ({seeds} seeds per cell)"),
+                    "scripts/bench-sim.sh --scenarios",
+                );
+                scenario_figures(seeds, &filter);
                 return;
             }
             other => {

@@ -132,6 +132,9 @@ pub struct WorkerView<'a> {
     pub name: &'a str,
     /// The lease its loop holds, if any (it may have run out).
     pub held: Option<&'a Lease>,
+    /// The task set its loop holds, if any (incremental handover; parts
+    /// may have run out).
+    pub tasks: Option<&'a Tasks>,
     /// A crash or cancel order was sent to it.
     pub leaving: bool,
 }
@@ -308,6 +311,7 @@ impl Harness {
                 id,
                 name: &w.name,
                 held: w.held.as_ref().map(|(lease, _)| lease),
+                tasks: w.held_tasks.as_ref(),
                 leaving: w.leaving,
             })
     }

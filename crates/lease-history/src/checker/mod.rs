@@ -61,7 +61,7 @@ mod tests;
 
 pub use fencing::FencingViolation;
 pub use holdings::{Anomaly, AnomalyKind, Holding, HoldingEnd};
-pub use per_task::{TaskFencingViolation, TaskSummary, TaskViolation};
+pub use per_task::{TaskCoverage, TaskFencingViolation, TaskSummary, TaskViolation, task_moves};
 pub use summary::{JoinStats, JoinToOwn, StandDowns, Summary, percentile};
 pub use sweep::{Coverage, Violation, ViolationKind};
 

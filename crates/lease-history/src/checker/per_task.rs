@@ -16,9 +16,10 @@
 use std::collections::HashMap;
 use std::fmt;
 
+use super::Capped;
 use super::fencing::Top2;
 use super::holdings::Holding;
-use super::{Capped, MAX_REPORTED};
+use super::sweep::Coverage;
 
 use crate::record::{Mapping, Part};
 use crate::tasks::{TASKS, TaskSet};
@@ -82,15 +83,18 @@ pub struct TaskSummary {
     pub mapping: Mapping,
     /// Task overlaps between two workers' holdings, exact.
     pub violation_count: u64,
-    /// The first [`MAX_REPORTED`] of them, by start.
+    /// The first [`MAX_REPORTED`](super::MAX_REPORTED) of them, by start.
     pub violations: Vec<TaskViolation>,
     /// Task fencing violations, exact (one per offending later holding).
     pub fencing_count: u64,
-    /// The first [`MAX_REPORTED`] of them.
+    /// The first [`MAX_REPORTED`](super::MAX_REPORTED) of them.
     pub fencing: Vec<TaskFencingViolation>,
     /// The share of time-weighted tasks held by exactly one worker, over the
     /// whole run; 1.0 for an empty run.
     pub coverage: f64,
+    /// The task coverage over time, for windows of the run
+    /// ([`TaskCoverage::fraction_in`], [`TaskCoverage::covered_spans`]).
+    pub timeline: TaskCoverage,
 }
 
 impl TaskSummary {
@@ -153,7 +157,20 @@ pub(crate) fn check(
         .iter()
         .map(|h| held(h, mapping, &mut sets))
         .collect();
-    let (violations, coverage) = sweep(holdings, holder, &held, start_us, end_us);
+    let mut violations = Capped::default();
+    let steps = sweep(
+        holdings,
+        holder,
+        &held,
+        &TaskSet::all(),
+        Some(&mut violations),
+    );
+    let timeline = TaskCoverage {
+        steps,
+        tasks: TASKS as u32,
+        start_us,
+        end_us,
+    };
     let fencing = fencing(holdings, holder, &held);
     TaskSummary {
         mapping,
@@ -161,19 +178,163 @@ pub(crate) fn check(
         violations: violations.items,
         fencing_count: fencing.count,
         fencing: fencing.items,
-        coverage,
+        coverage: timeline.fraction_in(start_us, end_us),
+        timeline,
     }
 }
 
+/// The per-task coverage of a run over time: how many tasks of a chosen set
+/// are held by exactly one worker, and how many by nobody, from each
+/// boundary of a holding on. The checker keeps one over all tasks
+/// ([`TaskSummary::timeline`]); [`TaskCoverage::of`] makes one for any
+/// holdings, mapping and subset of tasks (whole pairs included: a whole
+/// pair `(i, n)` holds `T(i, n)` under the mapping given).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskCoverage {
+    /// `(from_us, exactly one, nobody)`, by instant from 0; each lasts
+    /// until the next (the last until `end_us`).
+    steps: Vec<(u64, u32, u32)>,
+    tasks: u32,
+    start_us: u64,
+    end_us: u64,
+}
+
+impl TaskCoverage {
+    /// The coverage over `[start_us, end_us)` of the tasks in `tasks`, by
+    /// `holdings` read under `mapping`.
+    pub fn of(
+        holdings: &[Holding],
+        mapping: Mapping,
+        tasks: &TaskSet,
+        start_us: u64,
+        end_us: u64,
+    ) -> Self {
+        let mut sets = HashMap::new();
+        let held: Vec<Held> = holdings
+            .iter()
+            .map(|h| held(h, mapping, &mut sets))
+            .collect();
+        let holder: Vec<usize> = (0..holdings.len()).collect();
+        let steps = sweep(holdings, &holder, &held, tasks, None);
+        Self {
+            steps,
+            tasks: tasks.len(),
+            start_us,
+            end_us,
+        }
+    }
+
+    /// The `(exactly one, nobody)` task-microseconds over `[from_us, to_us)`,
+    /// clipped to the run.
+    fn integrals(&self, from_us: u64, to_us: u64) -> (u128, u128) {
+        let (from, to) = (from_us.max(self.start_us), to_us.min(self.end_us));
+        let (mut once, mut nobody) = (0u128, 0u128);
+        for (k, &(at, one, none)) in self.steps.iter().enumerate() {
+            let until = self.steps.get(k + 1).map_or(self.end_us, |s| s.0);
+            let (a, b) = (at.max(from), until.min(to));
+            if b > a {
+                once += u128::from(one) * u128::from(b - a);
+                nobody += u128::from(none) * u128::from(b - a);
+            }
+        }
+        (once, nobody)
+    }
+
+    /// The share of time-weighted tasks held by exactly one worker over
+    /// `[from_us, to_us)` (1.0 for an empty window or no tasks).
+    pub fn fraction_in(&self, from_us: u64, to_us: u64) -> f64 {
+        let span = u128::from(to_us.saturating_sub(from_us)) * u128::from(self.tasks);
+        if span == 0 {
+            return 1.0;
+        }
+        self.integrals(from_us, to_us).0 as f64 / span as f64
+    }
+
+    /// Task coverage over `[from_us, to_us)` as a [`Coverage`]:
+    /// `covered_us` is the task-microseconds held by exactly one worker
+    /// divided by the number of tasks (the window's length times
+    /// [`TaskCoverage::fraction_in`]), so a whole-pair report can show it.
+    pub fn coverage_in(&self, from_us: u64, to_us: u64) -> Coverage {
+        let len = to_us.saturating_sub(from_us);
+        let covered_us = if self.tasks == 0 {
+            len
+        } else {
+            let once = self.integrals(from_us, to_us).0 / u128::from(self.tasks);
+            u64::try_from(once).unwrap_or(len).min(len)
+        };
+        Coverage {
+            from_us,
+            to_us: from_us + len,
+            covered_us,
+            uncovered_us: len - covered_us,
+        }
+    }
+
+    /// Per task, the mean time in microseconds it was held by nobody over
+    /// `[from_us, to_us)` (0 with no tasks).
+    pub fn unheld_us_in(&self, from_us: u64, to_us: u64) -> f64 {
+        if self.tasks == 0 {
+            return 0.0;
+        }
+        self.integrals(from_us, to_us).1 as f64 / f64::from(self.tasks)
+    }
+
+    /// The spans `[from, to)` during which every task is held by exactly
+    /// one worker (sorted, disjoint, not touching), within the run.
+    pub fn covered_spans(&self) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for (k, &(at, one, _)) in self.steps.iter().enumerate() {
+            let until = self.steps.get(k + 1).map_or(self.end_us, |s| s.0);
+            let (a, b) = (at.max(self.start_us), until.min(self.end_us));
+            if one != self.tasks || b <= a {
+                continue;
+            }
+            match out.last_mut() {
+                Some(last) if last.1 == a => last.1 = b,
+                _ => out.push((a, b)),
+            }
+        }
+        out
+    }
+}
+
+/// Task owner changes over `[from_us, to_us)`: per task, each holding that
+/// starts in the window by another worker than the task's previous holder
+/// (idle gaps ignored: a task handed from A to B counts once, however long
+/// nobody held it between). The previous holder may come from before the
+/// window. `holdings` are read under `mapping`.
+pub fn task_moves(holdings: &[Holding], mapping: Mapping, from_us: u64, to_us: u64) -> u64 {
+    let mut sets = HashMap::new();
+    let mut order: Vec<&Holding> = holdings
+        .iter()
+        .filter(|h| h.end_us > h.start_us && h.start_us < to_us)
+        .collect();
+    order.sort_by_key(|h| h.start_us);
+    let mut last: Vec<Option<&str>> = vec![None; TASKS];
+    let mut moves = 0;
+    for h in order {
+        let set = held(h, mapping, &mut sets).set;
+        for t in set.iter() {
+            let prev = last[t].replace(h.worker.as_str());
+            if h.start_us >= from_us && prev.is_some_and(|p| p != h.worker) {
+                moves += 1;
+            }
+        }
+    }
+    moves
+}
+
 /// Exclusivity and coverage: one sweep over the holdings' boundaries (ends
-/// before starts at one instant, so a handover is no overlap).
+/// before starts at one instant, so a handover is no overlap). Returns the
+/// coverage steps of the tasks in `of`; task overlaps between different
+/// holders go to `violations` when given.
 fn sweep(
     holdings: &[Holding],
     holder: &[usize],
     held: &[Held],
-    start_us: u64,
-    end_us: u64,
-) -> (Capped<TaskViolation>, f64) {
+    of: &TaskSet,
+    mut violations: Option<&mut Capped<TaskViolation>>,
+) -> Vec<(u64, u32, u32)> {
     let mut bounds: Vec<(u64, bool, usize)> = Vec::with_capacity(2 * holdings.len());
     for (k, h) in holdings.iter().enumerate() {
         if h.end_us > h.start_us {
@@ -182,24 +343,20 @@ fn sweep(
         }
     }
     bounds.sort_unstable();
-    let mut violations = Capped::default();
     let mut active: Vec<usize> = Vec::new();
     let mut holders = vec![0u32; TASKS];
-    let mut exactly_one: u64 = 0;
-    // Task-microseconds held by exactly one worker.
-    let mut covered: u128 = 0;
-    let mut last = start_us;
+    let mut exactly_one: u32 = 0;
+    let mut nobody: u32 = of.len();
+    let mut steps: Vec<(u64, u32, u32)> = vec![(0, exactly_one, nobody)];
     for (t, is_start, k) in bounds {
-        covered += u128::from(exactly_one) * u128::from(t - last);
-        last = t;
         if is_start {
-            for &other in &active {
-                let shared = held[other].set.common(&held[k].set);
-                if shared > 0 && holder[other] != holder[k] {
-                    let (first, second) = (&holdings[other], &holdings[k]);
-                    let overlap_us = first.end_us.min(second.end_us) - second.start_us;
-                    if violations.items.len() < MAX_REPORTED {
-                        violations.items.push(TaskViolation {
+            if let Some(violations) = violations.as_deref_mut() {
+                for &other in &active {
+                    let shared = held[other].set.common(&held[k].set);
+                    if shared > 0 && holder[other] != holder[k] {
+                        let (first, second) = (&holdings[other], &holdings[k]);
+                        let overlap_us = first.end_us.min(second.end_us) - second.start_us;
+                        violations.push(TaskViolation {
                             first: first.clone(),
                             second: second.clone(),
                             shared,
@@ -207,37 +364,35 @@ fn sweep(
                             overlap_us,
                         });
                     }
-                    violations.count += 1;
                 }
             }
             active.push(k);
-            for task in held[k].set.iter() {
-                holders[task] += 1;
-                match holders[task] {
-                    1 => exactly_one += 1,
-                    2 => exactly_one -= 1,
-                    _ => {}
-                }
-            }
         } else {
             active.retain(|&a| a != k);
-            for task in held[k].set.iter() {
-                holders[task] -= 1;
-                match holders[task] {
-                    0 => exactly_one -= 1,
-                    1 => exactly_one += 1,
-                    _ => {}
+        }
+        for task in held[k].set.iter().filter(|&task| of.contains(task)) {
+            let before = holders[task];
+            holders[task] = if is_start { before + 1 } else { before - 1 };
+            match (before, holders[task]) {
+                (0, 1) => {
+                    exactly_one += 1;
+                    nobody -= 1;
                 }
+                (1, 0) => {
+                    exactly_one -= 1;
+                    nobody += 1;
+                }
+                (1, 2) => exactly_one -= 1,
+                (2, 1) => exactly_one += 1,
+                _ => {}
             }
         }
+        match steps.last_mut() {
+            Some(last) if last.0 == t => (last.1, last.2) = (exactly_one, nobody),
+            _ => steps.push((t, exactly_one, nobody)),
+        }
     }
-    let span = u128::from(end_us.saturating_sub(start_us)) * TASKS as u128;
-    let coverage = if span == 0 {
-        1.0
-    } else {
-        covered as f64 / span as f64
-    };
-    (violations, coverage)
+    steps
 }
 
 /// In order of start (then token), each holding's token for each of its
@@ -272,7 +427,7 @@ fn fencing(holdings: &[Holding], holder: &[usize], held: &[Held]) -> Capped<Task
 
 #[cfg(test)]
 mod tests {
-    use crate::checker::{Checker, check};
+    use crate::checker::{Checker, TaskCoverage, check, task_moves};
     use crate::record::{Mapping, Part, Record};
     use crate::tasks::TaskSet;
 
@@ -344,6 +499,53 @@ mod tests {
             late.coverage
         );
         assert!(late.is_ok());
+    }
+
+    /// The coverage over time: windows, full-coverage spans, a subset of
+    /// the tasks, and the owner changes of the handover.
+    #[test]
+    fn task_coverage_in_windows_and_task_moves() {
+        let c = Checker::new(&handover(1_500, 12), None);
+        let t = c.tasks().unwrap();
+        let moved = TaskSet::pair(C, 2, 3);
+        let share = moved.len() as f64 / crate::tasks::TASKS as f64;
+        // [1000, 1500): the newcomer's tasks are held by nobody.
+        assert!((t.timeline.fraction_in(1_000, 1_500) - (1.0 - share)).abs() < 1e-9);
+        assert_eq!(t.timeline.fraction_in(1_500, 3_000), 1.0);
+        assert_eq!(t.timeline.fraction_in(0, 1_000), 1.0);
+        assert_eq!(t.timeline.covered_spans(), vec![(0, 1_000), (1_500, 3_000)]);
+        assert!((t.timeline.fraction_in(0, 3_000) - t.coverage).abs() < 1e-12);
+        let w = t.timeline.coverage_in(1_000, 2_000);
+        let lost = (share * 500.0) as u64;
+        assert!(w.uncovered_us.abs_diff(lost) <= 1, "{w:?} vs {lost}");
+        assert_eq!(w.covered_us + w.uncovered_us, 1_000);
+        // Only the newcomer's tasks, under the history's mapping.
+        let only = TaskCoverage::of(c.holdings(), C, &moved, 0, 3_000);
+        assert!((only.fraction_in(1_000, 1_500)).abs() < 1e-12);
+        assert!((only.unheld_us_in(0, 3_000) - 500.0).abs() < 1e-9);
+        // Each of them changed hands once (w0 or w1 to w2); nothing else.
+        assert_eq!(
+            task_moves(c.holdings(), C, 0, 3_000),
+            u64::from(moved.len())
+        );
+        assert_eq!(task_moves(c.holdings(), C, 1_600, 3_000), 0);
+        // Whole pairs read under the modulo mapping.
+        let whole = vec![
+            Record::own("w0", 0, 1, 1, 0),
+            Record::release("w0", 0, 1, 100),
+            Record::own("w1", 0, 2, 3, 200),
+            Record::own("w2", 1, 2, 3, 200),
+            Record::release("w1", 0, 2, 400),
+            Record::release("w2", 1, 2, 400),
+        ];
+        let c = Checker::new(&whole, None);
+        let m = TaskCoverage::of(c.holdings(), Mapping::Modulo, &TaskSet::all(), 0, 400);
+        assert!((m.fraction_in(0, 400) - 0.75).abs() < 1e-12);
+        assert_eq!(m.covered_spans(), vec![(0, 100), (200, 400)]);
+        assert_eq!(
+            task_moves(c.holdings(), Mapping::Modulo, 0, 400),
+            crate::tasks::TASKS as u64
+        );
     }
 
     /// Negative control: w0 keeps all of `T(0, 2)` (a part it should have

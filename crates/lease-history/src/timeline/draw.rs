@@ -7,7 +7,9 @@ use super::layout::{
     CHAR_W, COVERED, LEFT, Layout, LegendSwatch, UNCOVERED, VIOLATION, n_segments, tick_step,
 };
 use super::worker_colour;
-use crate::checker::HoldingEnd;
+use crate::checker::{Holding, HoldingEnd};
+use crate::record::Mapping;
+use crate::tasks::TaskSet;
 
 const FONT: &str = "DejaVu Sans, Verdana, Helvetica, Arial, sans-serif";
 
@@ -54,10 +56,19 @@ fn header(s: &mut String, l: &Layout<'_>) {
     };
     let _ = writeln!(
         s,
-        r##"<text x="{LEFT}" y="{y}" fill="{}">{} · fully covered {:.1} % of {} · {} grants, {} releases, {} faults</text>"##,
+        r##"<text x="{LEFT}" y="{y}" fill="{}">{} · {} {:.1} % of {} · {} grants, {} releases, {} faults</text>"##,
         if summary.is_ok() { "#444" } else { VIOLATION },
         esc(&verdict),
-        summary.coverage.fraction() * 100.0,
+        if summary.tasks.is_some() {
+            "task coverage"
+        } else {
+            "fully covered"
+        },
+        summary
+            .tasks
+            .as_ref()
+            .map_or(summary.coverage.fraction(), |t| t.coverage)
+            * 100.0,
         esc(&secs(l.scale.span)),
         summary.owns,
         summary.releases,
@@ -174,9 +185,31 @@ fn n_band(s: &mut String, l: &Layout<'_>) {
 
 /// A bar per holding, in the row of its `i`, with a tooltip and a label
 /// where it fits.
+/// For a task-set holding: how many tasks it holds, and that as a share of
+/// `T(i, n)` (at most 1), which shades its band.
+fn task_share(h: &Holding, mapping: Mapping) -> (u32, f64) {
+    let mut held = TaskSet::default();
+    for part in &h.parts {
+        held = held.union(&TaskSet::part(mapping, part));
+    }
+    let pair = TaskSet::pair(mapping, h.i, h.n);
+    let share = if pair.is_empty() {
+        1.0
+    } else {
+        f64::from(held.common(&pair)) / f64::from(pair.len())
+    };
+    (held.len(), share.min(1.0))
+}
+
 fn holdings(s: &mut String, l: &Layout<'_>) {
     let (b, sc) = (&l.bands, &l.scale);
+    let mapping = l.checker.tasks().map(|t| t.mapping);
     for h in l.checker.holdings() {
+        // A task-set holding's band is shaded by the share of its pair's
+        // tasks it holds (parts listed in its tooltip).
+        let share = mapping
+            .filter(|_| h.is_task_set())
+            .map(|m| task_share(h, m));
         let (xa, xb) = (sc.x(h.start_us), sc.x(h.end_us));
         let y = b.row_y(h.i) + 3.0;
         let w = (xb - xa).max(1.0);
@@ -186,7 +219,7 @@ fn holdings(s: &mut String, l: &Layout<'_>) {
             HoldingEnd::Replaced => "replaced without release",
             HoldingEnd::EndOfHistory => "still held at the end",
         };
-        let tip = format!(
+        let mut tip = format!(
             "{} holds ({}, {}), token {}, from {} to {} ({how})",
             h.worker,
             h.i,
@@ -195,15 +228,41 @@ fn holdings(s: &mut String, l: &Layout<'_>) {
             secs(h.start_us - sc.start),
             secs(h.end_us - sc.start),
         );
+        if let Some((count, part)) = share {
+            let parts: Vec<String> = h
+                .parts
+                .iter()
+                .map(|p| {
+                    format!(
+                        "T({}, {}) ∩ T({}, {}) token {}",
+                        p.i, p.n, p.pi, p.pn, p.token
+                    )
+                })
+                .collect();
+            let _ = write!(
+                tip,
+                "; {count} tasks, {:.0} % of T({}, {}): {}",
+                part * 100.0,
+                h.i,
+                h.n,
+                parts.join(", ")
+            );
+        }
+        let opacity = share.map_or(1.0, |(_, part)| 0.3 + 0.7 * part);
         let _ = write!(
             s,
-            r##"<rect class="hold" x="{xa:.1}" y="{y:.1}" width="{w:.1}" height="{bh:.1}" rx="3" fill="{c}"><title>{}</title></rect>"##,
+            r##"<rect class="hold" x="{xa:.1}" y="{y:.1}" width="{w:.1}" height="{bh:.1}" rx="3" fill="{c}" fill-opacity="{opacity:.2}"><title>{}</title></rect>"##,
             esc(&tip),
             bh = b.row_h - 6.0,
             c = worker_colour(&h.worker),
         );
         let label = h.worker.as_str();
-        let full = format!("{label} · ({}, {})", h.i, h.n);
+        let full = match share {
+            Some((_, part)) if part < 1.0 => {
+                format!("{label} · ({}, {}) · {:.0} %", h.i, h.n, part * 100.0)
+            }
+            _ => format!("{label} · ({}, {})", h.i, h.n),
+        };
         let text = if w > full.chars().count() as f64 * CHAR_W + 8.0 {
             Some(full)
         } else if w > label.chars().count() as f64 * CHAR_W + 6.0 {
@@ -249,7 +308,12 @@ fn coverage_strip(s: &mut String, l: &Layout<'_>) {
         r##"<rect x="{LEFT}" y="{y:.1}" width="{w:.1}" height="{h:.1}" fill="{UNCOVERED}"/>"##,
         w = sc.plot_w,
     );
-    for &(a, e) in l.checker.covered_spans() {
+    // Per task for a task-set history: every task held by exactly one worker.
+    let task_spans = l.checker.tasks().map(|t| t.timeline.covered_spans());
+    let spans = task_spans
+        .as_deref()
+        .unwrap_or_else(|| l.checker.covered_spans());
+    for &(a, e) in spans {
         let (xa, xb) = (sc.x(a), sc.x(e));
         let _ = writeln!(
             s,

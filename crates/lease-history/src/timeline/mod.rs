@@ -232,6 +232,70 @@ mod tests {
         assert!(doc.contains("checker: ok"));
     }
 
+    /// Task sets: a part-holding's band is shaded by its share of `T(i, n)`
+    /// and says so; the header and the strip read task coverage.
+    #[test]
+    fn task_set_holdings_are_shaded_by_their_share() {
+        use crate::record::{Mapping, Part};
+        let c = Mapping::Consistent;
+        let own = |w: &str, i, n, parts, at| Record::own_parts(w, i, n, 12, c, parts, at);
+        let records = vec![
+            own("w0", 0, 2, vec![Part::whole(0, 2, 10)], 0),
+            own("w1", 1, 2, vec![Part::whole(1, 2, 10)], 0),
+            // w2 joins: n = 3; w0 and w1 keep T(i, 3), all of it under jump.
+            own(
+                "w0",
+                0,
+                3,
+                vec![Part::intersection(0, 3, 0, 2, 12)],
+                1_000_000,
+            ),
+            own(
+                "w1",
+                1,
+                3,
+                vec![Part::intersection(1, 3, 1, 2, 12)],
+                1_000_000,
+            ),
+            // w2 holds T(2, 3) ∩ T(2, 3) only after w0 and w1 let go; here a
+            // part of it: what it shares with T(0, 2).
+            own(
+                "w2",
+                2,
+                3,
+                vec![Part::intersection(2, 3, 0, 2, 12)],
+                2_000_000,
+            ),
+            Record::release("w0", 0, 3, 3_000_000),
+            Record::release("w1", 1, 3, 3_000_000),
+            Record::release("w2", 2, 3, 3_000_000),
+        ];
+        let doc = svg(&records, "tasks");
+        well_formed(&doc).unwrap_or_else(|e| panic!("{e}\n{doc}"));
+        let tips = texts(&doc, "title");
+        let w2 = tips
+            .iter()
+            .find(|t| t.starts_with("w2 holds"))
+            .expect("w2's band");
+        let part = crate::tasks::TaskSet::part(c, &Part::intersection(2, 3, 0, 2, 0));
+        let pair = crate::tasks::TaskSet::pair(c, 2, 3);
+        let pct = format!(
+            "{:.0} %",
+            100.0 * f64::from(part.len()) / f64::from(pair.len())
+        );
+        assert!(
+            w2.contains(&format!(
+                "{} tasks, {pct} of T(2, 3): T(2, 3) ∩ T(0, 2) token 12",
+                part.len()
+            )),
+            "{w2}"
+        );
+        assert!(doc.contains(&format!("w2 · (2, 3) · {pct}")), "{doc}");
+        assert!(doc.contains(r#"fill-opacity="1.00""#));
+        assert!(!part.is_empty() && part.len() < pair.len());
+        assert!(doc.contains("· task coverage "), "{doc}");
+    }
+
     #[test]
     fn hostile_names_are_escaped() {
         let records = vec![
