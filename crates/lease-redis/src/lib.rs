@@ -32,6 +32,8 @@
 //!             // Check before each task: the lease may run out while a
 //!             // stalled process was not looking.
 //!             Assignment::Held(lease) => consume(move |task_id| lease.owns(task_id)),
+//!             // Incremental handover (HandoverMode::Incremental): a task set.
+//!             Assignment::Tasks(tasks) => consume(move |task_id| tasks.owns(task_id)),
 //!             Assignment::Idle(idle) => eprintln!("idle: {}", idle.reason),
 //!         }
 //!     }

@@ -42,6 +42,8 @@
 //!             drain().await; // stop taking new work, finish what is in flight
 //!             match assignment {
 //!                 Assignment::Held(lease) => consume(move |task_id| lease.owns(task_id)),
+//!                 // Incremental handover (HandoverMode::Incremental): a task set.
+//!                 Assignment::Tasks(tasks) => consume(move |task_id| tasks.owns(task_id)),
 //!                 Assignment::Idle(idle) => eprintln!("idle: {}", idle.reason),
 //!             }
 //!         }
