@@ -1,19 +1,22 @@
 //! Real Redis on loopback: Redis CPU per registration of the `Ranked`
 //! script, revision 2 (hole-filling positions, rule 15) against revision 1
 //! (the fractional carry it replaced, kept in `ranked-revision-1.lua` for
-//! this comparison), at n = 16, from `INFO commandstats` (`usec / calls` of
-//! `EVALSHA`).
+//! this comparison), at n = 16 (or `--members N`), from `INFO commandstats`
+//! (`usec / calls` of `EVALSHA`).
 //!
 //! One `redis-server` (lease-testkit, a free port). Interval one day, so the
-//! interval number stays put. For each script a closed set of 16 members is
+//! interval number stays put. For each script a closed set of `N` members is
 //! laid out as that revision leaves it in a settled group, the rules record
-//! is set, and each of the 16 tokens registers `--calls` times into the open
+//! is set, and each of the `N` tokens registers `--calls` times into the open
 //! interval (after the first, `ZADD NX` changes nothing, as in a settled
 //! group's retries and re-registrations; the reads are the same every
-//! time). Revision 2 is also measured with 4 of the 16 as fillers (carried
-//! positions out of range after four departures), the slower path.
+//! time). Revision 2 is also measured with `F` of the `N` as fillers (carried
+//! positions out of range after `F` departures), the slower path: each
+//! filler reads the keepers' scores, O(N), in the one closed interval after
+//! a change.
 //!
-//! Usage: `redis-script-cost [--calls N]` (default 3,000 per token).
+//! Usage: `redis-script-cost [--calls C] [--members N] [--fillers F]`
+//! (defaults 3,000 per token, 16 members, 4 fillers).
 
 use lease_bench::redis::{command_stats, reset_stats, server_version};
 use lease_bench::{Table, header, load_average};
@@ -21,7 +24,6 @@ use lease_core::{Mode, Script};
 use lease_testkit::RedisServer;
 
 const L_MS: u64 = 86_400_000;
-const N: usize = 16;
 
 /// Revision 1 of the Ranked counting part (before rule 15).
 const REVISION_1: &str = include_str!("ranked-revision-1.lua");
@@ -50,7 +52,9 @@ fn measure(
     let open = format!("{{{group}}}:{k}");
     let closed = format!("{{{group}}}:{}", k - 1);
     let record = format!("{{{group}}}:rules");
-    let tokens: Vec<String> = (0..N).map(|x| format!("{:032x}", 0x1000 + x)).collect();
+    let tokens: Vec<String> = (0..scores.len())
+        .map(|x| format!("{:032x}", 0x1000 + x))
+        .collect();
     for (score, token) in scores.iter().zip(&tokens) {
         server.command(&["ZADD", &closed, score, token]).unwrap();
     }
@@ -90,19 +94,29 @@ fn measure(
 
 fn main() {
     let mut calls = 3_000usize;
+    let mut n = 16usize;
+    let mut fillers = 4usize;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--calls" => calls = args.next().and_then(|s| s.parse().ok()).unwrap_or(calls),
+            "--members" => n = args.next().and_then(|s| s.parse().ok()).unwrap_or(n),
+            "--fillers" => fillers = args.next().and_then(|s| s.parse().ok()).unwrap_or(fillers),
             other => {
                 eprintln!("unknown argument {other}");
                 std::process::exit(2);
             }
         }
     }
+    if n == 0 || fillers > n {
+        eprintln!("--members must be at least 1 and --fillers at most --members");
+        std::process::exit(2);
+    }
     header(
-        "Real Redis: Ranked script CPU per registration, revision 2 against 1 (n = 16)",
-        "cargo run --release -p lease-bench --bin redis-script-cost",
+        &format!("Real Redis: Ranked script CPU per registration, revision 2 against 1 (n = {n})"),
+        &format!(
+            "cargo run --release -p lease-bench --bin redis-script-cost -- --calls {calls} --members {n} --fillers {fillers}"
+        ),
     );
     let server = RedisServer::start().expect("redis-server");
     println!("- redis-server {}", server_version(&server));
@@ -110,17 +124,18 @@ fn main() {
     let prelude = include_str!("../../../lease-core/src/scripts/prelude.lua");
     let old = sha1(&server, &format!("{prelude}{REVISION_1}"));
     let new = sha1(&server, Script::for_mode(Mode::Ranked).source());
-    let settled_v1: Vec<String> = (0..N)
-        .map(|r| format!("{}", (r as f64 + 0.5) / N as f64))
+    let settled_v1: Vec<String> = (0..n)
+        .map(|r| format!("{}", (r as f64 + 0.5) / n as f64))
         .collect();
-    let settled_v2: Vec<String> = (0..N).map(|r| r.to_string()).collect();
-    // Four departures from 20: positions 16..19 carried, out of range.
-    let holes_v2: Vec<String> = (0..N)
+    let settled_v2: Vec<String> = (0..n).map(|r| r.to_string()).collect();
+    // `fillers` departures from `n + fillers`: the last `fillers` carried
+    // positions are out of range.
+    let holes_v2: Vec<String> = (0..n)
         .map(|r| {
-            if r < 12 {
+            if r < n - fillers {
                 r.to_string()
             } else {
-                (r + 4).to_string()
+                (r + fillers).to_string()
             }
         })
         .collect();
@@ -162,19 +177,19 @@ fn main() {
     for (round, (a, b, c)) in rows.iter().enumerate() {
         table.row([
             format!("revision 1 (round {})", round + 1),
-            "settled, 16".into(),
+            format!("settled, {n}"),
             format!("{a:.2}"),
             "1.00".into(),
         ]);
         table.row([
             format!("revision 2 (round {})", round + 1),
-            "settled, 16".into(),
+            format!("settled, {n}"),
             format!("{b:.2}"),
             format!("{:.2}", b / a),
         ]);
         table.row([
             format!("revision 2 (round {})", round + 1),
-            "4 of 16 fill holes".into(),
+            format!("{fillers} of {n} fill holes"),
             format!("{c:.2}"),
             format!("{:.2}", c / a),
         ]);
@@ -182,6 +197,6 @@ fn main() {
     table.print();
     println!(
         "{} registrations per row; usec from INFO commandstats (EVALSHA).",
-        calls * N
+        calls * n
     );
 }
