@@ -6,13 +6,18 @@
 //!
 //! Usage: `redis-scale [--groups N[,N..]] [--intervals N] [--interval-ms MS]
 //! [--adapters redis,fred,smol] [--modes ranked,arrival] [--connections N]
-//! [--response-timeout-ms MS] [--spread default|widest|S]` (default 10,000 groups, 60 intervals of
+//! [--response-timeout-ms MS] [--spread default|widest|S] [--threads N]
+//! [--smol-executor own|global]` (default 10,000 groups, 60 intervals of
 //! 1,000 ms, lease-redis, both modes, one connection, redis-rs's response
 //! timeout set to the interval as lease-redis's docs advise; 0 = none;
 //! the default Ranked spread, `widest` for `Options::max_spread`).
-//! Each adapter runs its workers on two threads: tokio's multi-thread
-//! runtime with 2 workers (lease-redis, lease-fred), a `smol::Executor` run
-//! by 2 threads (lease-smol). Groups are dealt round-robin over the
+//! Each adapter runs its workers on `--threads` threads (default 2): tokio's
+//! multi-thread runtime with that many workers (lease-redis, lease-fred), a
+//! `smol::Executor` run by that many threads (lease-smol with `--smol-executor
+//! own`, the default), or smol's global executor (`--smol-executor global`:
+//! `lease_smol::discover`, on the executor that runs redis-rs's connection
+//! task; its threads are `SMOL_THREADS`, default 1). Groups are dealt
+//! round-robin over the
 //! connections.
 
 use std::sync::Arc;
@@ -86,6 +91,10 @@ struct Setup {
     response_timeout: Option<Duration>,
     /// The Ranked schedule's spread.
     spread: Spread,
+    /// Threads the workers run on.
+    threads: usize,
+    /// lease-smol: workers on smol's global executor (`lease_smol::discover`).
+    smol_global: bool,
 }
 
 /// Which Ranked spread the workers use.
@@ -117,12 +126,13 @@ impl Spread {
     }
 }
 
-/// The executor lease-smol's workers run on: two threads.
-fn smol_executor() -> &'static smol::Executor<'static> {
+/// The executor lease-smol's workers run on, run by `threads` threads (the
+/// first call's).
+fn smol_executor(threads: usize) -> &'static smol::Executor<'static> {
     static EX: std::sync::OnceLock<&'static smol::Executor<'static>> = std::sync::OnceLock::new();
     EX.get_or_init(|| {
         let ex: &'static smol::Executor<'static> = Box::leak(Box::default());
-        for _ in 0..2 {
+        for _ in 0..threads {
             std::thread::spawn(move || smol::block_on(ex.run(std::future::pending::<()>())));
         }
         ex
@@ -214,15 +224,22 @@ async fn start(server: &RedisServer, s: Setup, counts: &Arc<Counts>) -> Box<dyn 
             })
             .join()
             .expect("connects");
-            let ex = smol_executor();
             let mut tasks = Vec::with_capacity(s.groups);
             for g in 0..s.groups {
                 let conn = conns[g % conns.len()].clone();
-                let pairs = lease_smol::discover_with(conn, options(g).into(), |w| {
-                    ex.spawn(w).detach();
-                })
-                .expect("valid options");
-                tasks.push(ex.spawn(consume(pairs, counts.clone())));
+                let task = if s.smol_global {
+                    let pairs =
+                        lease_smol::discover(conn, options(g).into()).expect("valid options");
+                    smol::spawn(consume(pairs, counts.clone()))
+                } else {
+                    let ex = smol_executor(s.threads);
+                    let pairs = lease_smol::discover_with(conn, options(g).into(), |w| {
+                        ex.spawn(w).detach();
+                    })
+                    .expect("valid options");
+                    ex.spawn(consume(pairs, counts.clone()))
+                };
+                tasks.push(task);
             }
             Box::new(tasks)
         }
@@ -306,12 +323,14 @@ fn main() {
     let mut adapters = vec![Adapter::Redis];
     let mut modes = vec![Mode::Ranked, Mode::Arrival];
     let mut connections = 1usize;
+    let mut threads = 2usize;
+    let mut smol_global = false;
     let mut response_timeout_ms: Option<u64> = None;
     let mut spread = Spread::Default;
     let mut args = std::env::args().skip(1);
     let usage = || -> ! {
         eprintln!(
-            "usage: redis-scale [--groups N[,N..]] [--intervals N] [--interval-ms MS] [--adapters redis,fred,smol] [--modes ranked,arrival] [--connections N] [--response-timeout-ms MS] [--spread default|widest|S]"
+            "usage: redis-scale [--groups N[,N..]] [--intervals N] [--interval-ms MS] [--adapters redis,fred,smol] [--modes ranked,arrival] [--connections N] [--response-timeout-ms MS] [--spread default|widest|S] [--threads N] [--smol-executor own|global]"
         );
         std::process::exit(2);
     };
@@ -344,6 +363,14 @@ fn main() {
             "--intervals" => intervals = v.parse().unwrap_or_else(|_| usage()),
             "--interval-ms" => interval_ms = v.parse().unwrap_or_else(|_| usage()),
             "--connections" => connections = v.parse().unwrap_or_else(|_| usage()),
+            "--threads" => threads = v.parse().unwrap_or_else(|_| usage()),
+            "--smol-executor" => {
+                smol_global = match v.as_str() {
+                    "own" => false,
+                    "global" => true,
+                    _ => usage(),
+                };
+            }
             "--spread" => {
                 spread = match v.as_str() {
                     "default" => Spread::Default,
@@ -371,7 +398,7 @@ fn main() {
         "scripts/bench-redis.sh scale",
     );
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(threads.max(1))
         .enable_all()
         .build()
         .expect("runtime");
@@ -409,6 +436,8 @@ fn main() {
                     connections,
                     response_timeout,
                     spread,
+                    threads: threads.max(1),
+                    smol_global,
                 };
                 let r = rt.block_on(run(&server, setup));
                 eprintln!(
@@ -450,8 +479,16 @@ fn main() {
         Some(t) => format!("{} ms", t.as_millis()),
         None => "none".to_owned(),
     };
+    let smol = if smol_global {
+        format!(
+            "lease-smol on smol's global executor (SMOL_THREADS={})",
+            std::env::var("SMOL_THREADS").unwrap_or_else(|_| "unset: 1".to_owned())
+        )
+    } else {
+        format!("lease-smol on an executor of {threads} thread(s)")
+    };
     println!(
-        "redis-server {version} on loopback; one worker per group; {connections} connection(s) per adapter; workers on 2 threads; redis-rs response timeout {timeout}; Ranked spread {}.\n",
+        "redis-server {version} on loopback; one worker per group; {connections} connection(s) per adapter; tokio workers on {threads} thread(s); {smol}; redis-rs response timeout {timeout}; Ranked spread {}.\n",
         spread.describe()
     );
 }
