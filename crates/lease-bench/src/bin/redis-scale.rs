@@ -7,7 +7,7 @@
 //! Usage: `redis-scale [--groups N[,N..]] [--intervals N] [--interval-ms MS]
 //! [--adapters redis,fred,smol] [--modes ranked,arrival] [--connections N]
 //! [--response-timeout-ms MS] [--spread default|widest|S] [--threads N]
-//! [--smol-executor own|global]` (default 10,000 groups, 60 intervals of
+//! [--smol-executor own|global] [--pipeline-buffer N]` (default 10,000 groups, 60 intervals of
 //! 1,000 ms, lease-redis, both modes, one connection, redis-rs's response
 //! timeout set to the interval as lease-redis's docs advise; 0 = none;
 //! the default Ranked spread, `widest` for `Options::max_spread`).
@@ -95,6 +95,9 @@ struct Setup {
     threads: usize,
     /// lease-smol: workers on smol's global executor (`lease_smol::discover`).
     smol_global: bool,
+    /// redis-rs's pipeline buffer (requests queued for the connection's
+    /// task); `None`: redis-rs's default, 50.
+    pipeline_buffer: Option<usize>,
 }
 
 /// Which Ranked spread the workers use.
@@ -163,7 +166,10 @@ async fn start(server: &RedisServer, s: Setup, counts: &Arc<Counts>) -> Box<dyn 
         s.spread
             .apply(lease_core::Options::new(format!("scale-{g}"), s.l).with_mode(s.mode))
     };
-    let config = redis::AsyncConnectionConfig::new().set_response_timeout(s.response_timeout);
+    let mut config = redis::AsyncConnectionConfig::new().set_response_timeout(s.response_timeout);
+    if let Some(size) = s.pipeline_buffer {
+        config = config.set_pipeline_buffer_size(size);
+    }
     let client = redis::Client::open(server.url()).expect("url");
     match s.adapter {
         Adapter::Redis => {
@@ -325,12 +331,13 @@ fn main() {
     let mut connections = 1usize;
     let mut threads = 2usize;
     let mut smol_global = false;
+    let mut pipeline_buffer = None;
     let mut response_timeout_ms: Option<u64> = None;
     let mut spread = Spread::Default;
     let mut args = std::env::args().skip(1);
     let usage = || -> ! {
         eprintln!(
-            "usage: redis-scale [--groups N[,N..]] [--intervals N] [--interval-ms MS] [--adapters redis,fred,smol] [--modes ranked,arrival] [--connections N] [--response-timeout-ms MS] [--spread default|widest|S] [--threads N] [--smol-executor own|global]"
+            "usage: redis-scale [--groups N[,N..]] [--intervals N] [--interval-ms MS] [--adapters redis,fred,smol] [--modes ranked,arrival] [--connections N] [--response-timeout-ms MS] [--spread default|widest|S] [--threads N] [--smol-executor own|global] [--pipeline-buffer N]"
         );
         std::process::exit(2);
     };
@@ -364,6 +371,7 @@ fn main() {
             "--interval-ms" => interval_ms = v.parse().unwrap_or_else(|_| usage()),
             "--connections" => connections = v.parse().unwrap_or_else(|_| usage()),
             "--threads" => threads = v.parse().unwrap_or_else(|_| usage()),
+            "--pipeline-buffer" => pipeline_buffer = Some(v.parse().unwrap_or_else(|_| usage())),
             "--smol-executor" => {
                 smol_global = match v.as_str() {
                     "own" => false,
@@ -438,6 +446,7 @@ fn main() {
                     spread,
                     threads: threads.max(1),
                     smol_global,
+                    pipeline_buffer,
                 };
                 let r = rt.block_on(run(&server, setup));
                 eprintln!(
