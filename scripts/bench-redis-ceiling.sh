@@ -4,6 +4,8 @@
 # client at all (redis-benchmark, 30,000 groups' keys, matching interval),
 # from 1 or 50 connections, with 1 or 16 requests pipelined per connection.
 # Starts its own redis-server on a free loopback port and stops it.
+#   scripts/bench-redis-ceiling.sh [DIR]   DIR holds prelude.lua and ranked.lua
+#                                          (default crates/lease-core/src/scripts)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for tool in redis-server redis-cli redis-benchmark python3; do
@@ -14,7 +16,8 @@ dir=$(mktemp -d)
 trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
 redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" --daemonize yes >/dev/null
 for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-cat crates/lease-core/src/scripts/prelude.lua crates/lease-core/src/scripts/ranked.lua > "$dir/ranked.lua"
+scripts="${1:-crates/lease-core/src/scripts}"
+cat "$scripts/prelude.lua" "$scripts/ranked.lua" > "$dir/ranked.lua"
 sha=$(redis-cli -p "$port" script load "$(cat "$dir/ranked.lua")")
 echo "| connections | pipelined per connection | registrations/s | script time per call (commandstats) |"
 echo "| --- | --- | --- | --- |"

@@ -147,11 +147,11 @@ mod tests {
         }
         assert_eq!(
             Script::for_mode(Mode::Arrival).sha1(),
-            "2479bd3bff253ecc3d2e760f44f77338b9c00ea1"
+            "32882bd04ae2fb0222264022d3dff04c1341d377"
         );
         assert_eq!(
             Script::for_mode(Mode::Ranked).sha1(),
-            "e06dd6ebbcf988f42c4427c2f10c0206c7a4a458"
+            "898349a06a2bee902d7e2e01cf191c6f55d12a0e"
         );
     }
 

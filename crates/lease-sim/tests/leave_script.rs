@@ -206,3 +206,55 @@ fn ranked_positions_fill_holes_on_redis() {
         ]
     );
 }
+
+/// Rule 12 on a real `redis-server`, for both registration scripts: the
+/// first registration writes the rules record with a TTL of `3L`, every
+/// matching one renews that TTL (here after the record was aged to 1 s),
+/// and one with other rules is refused and changes neither the record nor
+/// its TTL.
+#[test]
+fn the_rules_record_is_written_renewed_and_kept_on_redis() {
+    let server = RedisServer::start().unwrap();
+    let pttl = || -> i64 {
+        redis::from_redis_value(server.command(&["PTTL", "{g}:rules"]).unwrap()).unwrap()
+    };
+    let recorded = || -> Option<String> {
+        redis::from_redis_value(server.command(&["GET", "{g}:rules"]).unwrap()).unwrap()
+    };
+    for (mode, rules, other) in [
+        (lease_core::Mode::Ranked, RULES, "2:600000:arrival:modulo"),
+        (lease_core::Mode::Arrival, "2:600000:arrival:modulo", RULES),
+    ] {
+        server.command(&["FLUSHALL"]).unwrap();
+        let source = Script::for_mode(mode).source();
+        let register = |rules: &str| -> Vec<i64> {
+            let (k, _) = server_now(&server);
+            let (open, closed) = (key(k), key(k - 1));
+            let mut args = vec![
+                L_MS.to_string(),
+                (3 * L_MS).to_string(),
+                k.to_string(),
+                rules.to_owned(),
+            ];
+            if mode == lease_core::Mode::Ranked {
+                args.extend([TOKEN.to_owned(), "-1".to_owned()]);
+            }
+            let mut cmd: Vec<&str> = vec!["EVAL", source, "3", &open, &closed, "{g}:rules"];
+            cmd.extend(args.iter().map(String::as_str));
+            ints(server.command(&cmd).unwrap())
+        };
+        assert_eq!(register(rules)[0], 1, "{mode}: the first registration");
+        assert_eq!(recorded().as_deref(), Some(rules), "{mode}");
+        assert!(pttl() > 3 * L_MS - 10_000, "{mode}: written for 3L");
+
+        server.command(&["PEXPIRE", "{g}:rules", "1000"]).unwrap();
+        assert_eq!(register(rules)[0], 1, "{mode}: a matching registration");
+        assert_eq!(recorded().as_deref(), Some(rules), "{mode}");
+        assert!(pttl() > 3 * L_MS - 10_000, "{mode}: renewed to 3L");
+
+        server.command(&["PEXPIRE", "{g}:rules", "100000"]).unwrap();
+        assert_eq!(register(other)[0], 2, "{mode}: other rules are refused");
+        assert_eq!(recorded().as_deref(), Some(rules), "{mode}: kept");
+        assert!(pttl() <= 100_000, "{mode}: its TTL is not renewed");
+    }
+}
