@@ -320,23 +320,11 @@ mod adapters {
                 .get_multiplexed_async_connection_with_config(&config)
                 .await
                 .expect("connect");
-            let mut streams = Vec::new();
-            for g in 0..groups {
-                let mut s = lease_redis::discover(conn.clone(), options(g).into()).expect("valid");
-                streams.push(tokio::spawn(
-                    async move { while s.next().await.is_some() {} },
-                ));
-            }
-            streams
+            (0..groups)
+                .map(|g| lease_redis::discover(conn.clone(), options(g).into()).expect("valid"))
+                .collect()
         });
-        let w = window(
-            || evalsha(server),
-            |d| rt.block_on(async { tokio::time::sleep(d).await }),
-        );
-        for s in streams {
-            s.abort();
-        }
-        w
+        drained_on_tokio(&rt, server, streams)
     }
 
     fn fred(server: &RedisServer, groups: usize) -> Window {
@@ -349,21 +337,34 @@ mod adapters {
             let config = Config::from_url(server.url()).expect("url");
             let client = Builder::from_config(config).build().expect("client");
             client.init().await.expect("connect");
-            let mut streams = Vec::new();
-            for g in 0..groups {
-                let mut s = lease_fred::discover(client.clone(), options(g).into()).expect("valid");
-                streams.push(tokio::spawn(
-                    async move { while s.next().await.is_some() {} },
-                ));
-            }
-            streams
+            (0..groups)
+                .map(|g| lease_fred::discover(client.clone(), options(g).into()).expect("valid"))
+                .collect()
         });
+        drained_on_tokio(&rt, server, streams)
+    }
+
+    /// Drains every worker's stream on `rt`, counts the window, then stops
+    /// the drains (dropping a stream stops its worker).
+    fn drained_on_tokio<S>(
+        rt: &tokio::runtime::Runtime,
+        server: &RedisServer,
+        streams: Vec<S>,
+    ) -> Window
+    where
+        S: futures::Stream + Unpin + Send + 'static,
+        S::Item: Send,
+    {
+        let drains: Vec<_> = streams
+            .into_iter()
+            .map(|mut s| rt.spawn(async move { while s.next().await.is_some() {} }))
+            .collect();
         let w = window(
             || evalsha(server),
             |d| rt.block_on(async { tokio::time::sleep(d).await }),
         );
-        for s in streams {
-            s.abort();
+        for d in drains {
+            d.abort();
         }
         w
     }
