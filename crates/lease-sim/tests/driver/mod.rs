@@ -17,7 +17,8 @@
 #![allow(dead_code)]
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, HashMap};
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -161,24 +162,31 @@ pub(crate) struct Exec {
 
 impl fmt::Display for Exec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let what = match (self.leave, self.reply.first()) {
-            (true, _) => "leave",
-            (false, Some(1)) => "counted",
-            (false, Some(0)) => "wrong-interval",
-            (false, Some(2)) => "refused",
-            _ => "?",
+        let rel = |k: i64| k - K0 as i64;
+        let named = if self.named == 1 {
+            "the probe".to_owned()
+        } else {
+            format!("{}", rel(self.named as i64))
         };
         write!(
             f,
-            "w{} {} named {} sent {} executed {} (server {}): {what} {:?}",
+            "w{} {} {} named {named}, sent {}, executed {} (server {}): ",
             self.worker,
+            if self.leave { "leave" } else { "registration" },
             self.id,
-            self.named as i64 - K0 as i64,
             secs(self.sent),
             secs(self.at),
             server_secs(self.server),
-            self.reply,
-        )
+        )?;
+        match (self.leave, &self.reply[..]) {
+            (false, [1, k, _, _, position, count]) => {
+                write!(f, "counted in {}, position {position} of {count}", rel(*k))
+            }
+            (true, [1, k, _, _, removed]) => write!(f, "in {}, removed {removed}", rel(*k)),
+            (_, [0, k, ..]) => write!(f, "wrong interval ({})", rel(*k)),
+            (_, [2, ..]) => f.write_str("refused"),
+            (_, other) => write!(f, "{other:?}"),
+        }
     }
 }
 
@@ -273,21 +281,52 @@ struct Proc {
 enum Step {
     Join(usize),
     Wake(usize, u64),
-    Arrive {
-        worker: usize,
-        id: RequestId,
-        leave: bool,
-        sent: u64,
-        named: u64,
-        keys: [String; 3],
-        args: Vec<String>,
-        replies: Vec<ReplyAt>,
-    },
+    /// Boxed: the queue moves its entries around, and this one is large.
+    Arrive(Box<Arrival>),
     Deliver(usize, RequestId, Vec<i64>),
     GiveUp(usize, RequestId),
     Act(Action),
     Flush(u64),
     Probe,
+}
+
+/// One entry of the event queue, ordered by `(at, seq)`.
+struct Queued {
+    at: u64,
+    seq: u64,
+    step: Step,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+
+impl Eq for Queued {}
+
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Queued {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+/// A request reaching the store.
+struct Arrival {
+    worker: usize,
+    id: RequestId,
+    leave: bool,
+    sent: u64,
+    named: u64,
+    keys: [String; 3],
+    args: Vec<String>,
+    replies: Vec<ReplyAt>,
 }
 
 /// A step waiting for a server instant.
@@ -306,7 +345,7 @@ pub(crate) struct Driver<N: Net> {
     seq: u64,
     shift: i64,
     horizon: u64,
-    queue: BTreeMap<(u64, u64), Step>,
+    queue: BinaryHeap<Reverse<Queued>>,
     waiting: Vec<Waiting>,
     flush_gen: u64,
     store: SimStore,
@@ -332,7 +371,7 @@ impl<N: Net> Driver<N> {
             seq: 0,
             shift: 0,
             horizon,
-            queue: BTreeMap::new(),
+            queue: BinaryHeap::new(),
             waiting: Vec::new(),
             flush_gen: 0,
             store: SimStore::new(),
@@ -383,7 +422,11 @@ impl<N: Net> Driver<N> {
 
     fn push(&mut self, at: u64, step: Step) {
         self.seq += 1;
-        self.queue.insert((at.max(self.now), self.seq), step);
+        self.queue.push(Reverse(Queued {
+            at: at.max(self.now),
+            seq: self.seq,
+            step,
+        }));
     }
 
     fn server_now(&self) -> i64 {
@@ -459,19 +502,25 @@ impl<N: Net> Driver<N> {
     }
 
     /// Runs to the horizon.
-    pub(crate) fn run(mut self) -> Outcome {
-        while let Some((&(at, _), _)) = self.queue.first_key_value() {
+    pub(crate) fn run(self) -> Outcome {
+        self.run_with_net().0
+    }
+
+    /// Runs to the horizon and hands the network back.
+    pub(crate) fn run_with_net(mut self) -> (Outcome, N) {
+        while let Some(Reverse(next)) = self.queue.peek() {
+            let at = next.at;
             if at > self.horizon {
                 break;
             }
             if at > self.now {
                 self.check_now();
             }
-            let Some(((at, _), step)) = self.queue.pop_first() else {
+            let Some(Reverse(next)) = self.queue.pop() else {
                 break;
             };
             self.now = at;
-            self.step(step);
+            self.step(next.step);
         }
         self.check_now();
         self.now = self.horizon;
@@ -506,6 +555,21 @@ impl<N: Net> Driver<N> {
 
     /// The direct check at `now`: opens and closes overlap spans.
     fn check_now(&mut self) {
+        // Most instants have at most one holder and nothing open: nothing to
+        // compare, nothing to close.
+        let now = self.local(self.now);
+        let holders = self
+            .procs
+            .iter()
+            .filter(|p| {
+                p.core
+                    .as_ref()
+                    .is_some_and(|c| c.lease_at(now).is_some() || c.tasks_at(now).is_some())
+            })
+            .count();
+        if holders < 2 && self.open.is_empty() {
+            return;
+        }
         let held = self.holdings();
         if held.len() >= 2 {
             self.shared += 1;
@@ -513,12 +577,17 @@ impl<N: Net> Driver<N> {
         let mut current: Vec<(usize, usize, u32)> = Vec::new();
         for (x, (wa, whole_a, pa, mapping)) in held.iter().enumerate() {
             for (wb, whole_b, pb, _) in &held[x + 1..] {
-                let shared: u32 = pa
-                    .iter()
-                    .flat_map(|a| pb.iter().map(move |b| common(*mapping, *a, *b)))
-                    .sum();
                 let whole_conflict =
                     *whole_a && *whole_b && (pa[0][1] != pb[0][1] || pa[0][0] == pb[0][0]);
+                // Distinct slots of one `n` partition the tasks.
+                let disjoint_slots = *whole_a && *whole_b && !whole_conflict;
+                let shared: u32 = if disjoint_slots {
+                    0
+                } else {
+                    pa.iter()
+                        .flat_map(|a| pb.iter().map(move |b| common(*mapping, *a, *b)))
+                        .sum()
+                };
                 if shared > 0 || whole_conflict {
                     current.push((*wa, *wb, shared));
                 }
@@ -587,16 +656,17 @@ impl<N: Net> Driver<N> {
                     self.input(w, None, |core, now| core.handle_timeout(now));
                 }
             }
-            Step::Arrive {
-                worker,
-                id,
-                leave,
-                sent,
-                named,
-                keys,
-                args,
-                replies,
-            } => {
+            Step::Arrive(arrival) => {
+                let Arrival {
+                    worker,
+                    id,
+                    leave,
+                    sent,
+                    named,
+                    keys,
+                    args,
+                    replies,
+                } = *arrival;
                 let server = self.server_now();
                 let keys_ref = [keys[0].as_str(), keys[1].as_str(), keys[2].as_str()];
                 let values = if leave {
@@ -798,7 +868,7 @@ impl<N: Net> Driver<N> {
         let Some(exec) = route.exec else {
             return;
         };
-        let step = Step::Arrive {
+        let step = Step::Arrive(Box::new(Arrival {
             worker: w,
             id,
             leave,
@@ -807,7 +877,7 @@ impl<N: Net> Driver<N> {
             keys,
             args,
             replies: route.replies,
-        };
+        }));
         self.push_at(exec, route.slot, step);
     }
 
@@ -895,7 +965,7 @@ impl<N: Net> Driver<N> {
         }
     }
 
-    fn finish(mut self) -> Outcome {
+    fn finish(mut self) -> (Outcome, N) {
         let end = self.horizon;
         for w in 0..self.procs.len() {
             if let Some(lease) = self.procs[w].held.take() {
@@ -921,7 +991,7 @@ impl<N: Net> Driver<N> {
         }
         let summary = checker::check(&self.history, Some(end));
         let broken = checker::check(&self.broken, Some(end));
-        Outcome {
+        let outcome = Outcome {
             history: self.history,
             summary,
             broken,
@@ -929,7 +999,8 @@ impl<N: Net> Driver<N> {
             rejected: self.rejected,
             shared: self.shared,
             execs: self.execs,
-        }
+        };
+        (outcome, self.net)
     }
 }
 
@@ -940,9 +1011,12 @@ fn history_mapping(m: Mapping) -> lease_history::Mapping {
     }
 }
 
+/// Two parts under one mapping (`true`: consistent), smaller first.
+type PartPair = (bool, [u32; 4], [u32; 4]);
+
 thread_local! {
     /// Common task ids of two parts, computed once per thread.
-    static COMMON: RefCell<HashMap<(bool, [u32; 4], [u32; 4]), u32>> = RefCell::new(HashMap::new());
+    static COMMON: RefCell<HashMap<PartPair, u32>> = RefCell::new(HashMap::new());
 }
 
 /// How many task ids of `0..UNIVERSE` are in both parts `[i, n, pi, pn]`
