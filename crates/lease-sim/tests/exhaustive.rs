@@ -63,11 +63,11 @@
 //!
 //! # Negative controls
 //!
-//! - `without_rule_17_the_search_finds_the_forward_step_schedule` runs the
-//!   step scenarios with `sabotage_grant_from_early_registration`: the
-//!   search must find a schedule in which two workers hold one task under a
-//!   forward step below `G` (and prints it), while the same trees with the
-//!   rule find none.
+//! - `without_rule_17_the_search_finds_the_forward_step_schedule` runs three
+//!   one-interval step trees (join, departure, departure with task sets)
+//!   with `sabotage_grant_from_early_registration`: the search must find a
+//!   schedule in which two workers hold one task under a forward step below
+//!   `G` (and prints it), while the same trees with the rule find none.
 //! - `holder_measuring_from_arrival_is_caught_by_the_search` feeds the
 //!   checker the spans of a deliberately broken holder that anchors every
 //!   grant and renewal at the reply's *arrival* instead of its send (rule 6
