@@ -714,12 +714,8 @@ mod tests {
         );
         // Everything ran out before the crash: one release at the last end;
         // an unknown renewal leaves the field out.
-        let lines = Record::task_set_ending(
-            "w1",
-            Mapping::Consistent,
-            vec![end(old, 300, None)],
-            800,
-        );
+        let lines =
+            Record::task_set_ending("w1", Mapping::Consistent, vec![end(old, 300, None)], 800);
         assert_eq!(lines, vec![Record::release("w1", 1, 3, 300)]);
         assert_eq!(Record::own_task_set("w1", Mapping::Consistent, [], 5), None);
     }

@@ -187,7 +187,10 @@ fn a_lease_held_past_the_end_of_the_interval_after_its_renewal_is_a_violation() 
     assert_eq!(late.interval_end_count, 1, "{late}");
     assert_eq!((late.violation_count, late.anomaly_count), (0, 0));
     let v = &late.interval_ends[0];
-    assert_eq!((v.renewed, v.limit_server_us(), v.late_us()), (12, 14 * L, 1));
+    assert_eq!(
+        (v.renewed, v.limit_server_us(), v.late_us()),
+        (12, 14 * L, 1)
+    );
     assert_eq!(v.part, None);
     assert!(!late.is_ok());
     assert!(late.to_string().contains(" interval_ends=1 "), "{late}");
@@ -270,8 +273,7 @@ fn each_part_is_judged_against_the_end_of_its_own_interval() {
             own("w0", vec![old, new], L),
             // The old part ran out at 2.5 L; it was last renewed in
             // `old_renewed`.
-            own("w0", vec![new], 2 * L + L / 2)
-                .with_renewed(Renewed::Parts(vec![old_renewed, 12])),
+            own("w0", vec![new], 2 * L + L / 2).with_renewed(Renewed::Parts(vec![old_renewed, 12])),
             Record::release("w0", 0, 3, 3 * L).with_renewed(Renewed::Parts(vec![13])),
         ]
     };

@@ -67,9 +67,19 @@ impl IntervalEndViolation {
 
 impl fmt::Display for IntervalEndViolation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "held {} us past ({} + 2)L: {}", self.late_us(), self.renewed, self.holding)?;
+        write!(
+            f,
+            "held {} us past ({} + 2)L: {}",
+            self.late_us(),
+            self.renewed,
+            self.holding
+        )?;
         if let Some(p) = self.part {
-            write!(f, ", part [{}, {}, {}, {}, {}]", p.i, p.n, p.pi, p.pn, p.token)?;
+            write!(
+                f,
+                ", part [{}, {}, {}, {}, {}]",
+                p.i, p.n, p.pi, p.pn, p.token
+            )?;
         }
         write!(
             f,
@@ -185,7 +195,12 @@ pub(crate) fn check(lines: &[Line<'_>], holdings: &[Holding]) -> IntervalEnds {
         let each: Vec<(Option<Part>, u64)> = match &h.renewed {
             None => continue,
             Some(Renewed::Pair(m)) => vec![(None, *m)],
-            Some(Renewed::Parts(ms)) => h.parts.iter().map(|p| Some(*p)).zip(ms.iter().copied()).collect(),
+            Some(Renewed::Parts(ms)) => h
+                .parts
+                .iter()
+                .map(|p| Some(*p))
+                .zip(ms.iter().copied())
+                .collect(),
         };
         for (part, m) in each {
             let Some((interval_us, end_server_us, steps_us)) = clock.judge(m, h.end_us) else {
