@@ -482,7 +482,7 @@ impl Sim {
         self.run_until(self.now() + d);
     }
 
-    /// Checks the history so far (DESIGN section 6): exclusivity, fencing,
+    /// Checks the history so far (docs/history-format.md): exclusivity, fencing,
     /// coverage, stand-downs, join-to-own.
     pub fn check(&self) -> lease_history::Summary {
         let mut records = self.history.clone();

@@ -1,7 +1,7 @@
 //! The one real-worker harness: real adapter workers, each on an OS thread
 //! and an executor of its own (so that a stall freezes exactly one), driven
-//! by the caller (stall, crash, cancel), with the history of DESIGN
-//! section 6 recorded as it happens.
+//! by the caller (stall, crash, cancel), with the history (docs/history-format.md)
+//! recorded as it happens.
 //!
 //! The chaos run and `lease-demo --redis` both drive their workers through
 //! a [`Harness`]. What the harness records:

@@ -149,7 +149,7 @@ impl Checker {
             .filter(|l| !matches!(l.record, Record::Clock { .. }))
             .map(|l| l.at_us);
         let start_us = events.next().unwrap_or(0);
-        let last = events.last().unwrap_or(start_us);
+        let last = events.next_back().unwrap_or(start_us);
         let end_us = end_us.map_or(last, |e| e.max(last));
 
         let rebuilt = holdings::reconstruct(&lines, end_us);
