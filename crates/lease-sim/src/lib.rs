@@ -8,7 +8,7 @@
 //! Every worker is a [`lease_core::Worker`] driven through the same interface
 //! the adapters use.
 //!
-//! A run writes a history in the format of DESIGN section 6
+//! A run writes a history in the format of docs/history-format.md
 //! ([`lease_history::Record`]) and the independent checker of
 //! [`lease_history`] judges it ([`Sim::check`]): exclusivity at every
 //! instant, fencing order, coverage, join-to-own and stand-down times. The
