@@ -269,10 +269,9 @@ impl SimStore {
             }
             Mode::Ranked => {
                 let token = args.get(4).ok_or(StoreError::BadArguments("token"))?;
-                let sent: f64 = args
-                    .get(5)
-                    .and_then(|a| a.parse().ok())
-                    .ok_or(StoreError::BadArguments("last position"))?;
+                // `tonumber(ARGV[6])`: what does not read as a number
+                // counts as a newcomer's -1, as in the script.
+                let sent = args.get(5).and_then(|a| lua_number(a)).unwrap_or(-1.0);
                 let (rank, size) = match self.keys.get(keys[1]).map(|e| &e.value) {
                     None => (None, 0),
                     Some(Value::Set(set)) => {
@@ -350,10 +349,31 @@ impl SimStore {
             Value::Text(t) => Peek::Text(t.clone()),
         })
     }
+
+    /// A sorted set's `(score, member)` pairs in Redis order, for inspection
+    /// in tests (`None` if the key is missing or holds another type).
+    pub fn scores(&self, key: &str) -> Option<Vec<(f64, String)>> {
+        match &self.keys.get(key)?.value {
+            Value::Set(set) => Some(set.clone()),
+            _ => None,
+        }
+    }
+
+    /// The server time (microseconds) at which a key expires, for
+    /// inspection in tests; every key the scripts write has one.
+    pub fn expires_at(&self, key: &str) -> Option<i64> {
+        self.keys.get(key).map(|e| e.expires_at)
+    }
+
+    /// The names of the keys present (expired keys included until touched),
+    /// sorted.
+    pub fn key_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.keys.keys().cloned().collect();
+        names.sort();
+        names
+    }
 }
 
-/// The key of the open interval `k` among the leave script's keys (`c` and
-/// `c + 1`), if it is one of them.
 /// Scores of returnees start here (`2^32`), after every carried position.
 const RETURNEE: f64 = 4_294_967_296.0;
 /// A newcomer's score (`2^53`), after every returnee.
@@ -383,6 +403,8 @@ fn hole_filled(set: &[(f64, String)], token: &str, sabotage: bool) -> Option<usi
     (0..s).filter(|p| !kept.contains(p)).nth(j)
 }
 
+/// The key of the open interval `k` among the leave script's keys (`c` and
+/// `c + 1`), if it is one of them.
 fn key_of(keys: [&str; 3], c: i64, k: i64) -> Option<&str> {
     if k == c {
         Some(keys[0])
@@ -399,10 +421,21 @@ fn key_of(keys: [&str; 3], c: i64, k: i64) -> Option<&str> {
 /// consistent); `-1` for what cannot be read.
 fn recorded_fields(record: &str) -> [i64; 4] {
     let parts: Vec<&str> = record.split(':').collect();
+    // `tonumber` gives a double, which Redis turns into an integer reply
+    // with a C cast: digits beyond 2^53 round, and a value of 2^63 or more
+    // is out of range, which x86-64 answers with i64::MIN (other machines
+    // saturate, as Rust's `as` does).
     let number = |s: &str| {
         (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| s.parse::<i64>().ok())
+            .then(|| s.parse::<f64>().ok())
             .flatten()
+            .map(|x| {
+                if cfg!(target_arch = "x86_64") && x >= 9_223_372_036_854_775_808.0 {
+                    i64::MIN
+                } else {
+                    x as i64
+                }
+            })
     };
     let word = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphabetic());
     let &[v, l, m, p] = parts.as_slice() else {
@@ -420,6 +453,36 @@ fn recorded_fields(record: &str) -> [i64; 4] {
         _ => -1,
     };
     [v, l, code(m), code(p)]
+}
+
+/// A string as the scripts' `tonumber` reads it (Lua 5.1 over C's
+/// `strtod`): a decimal number (exponent, `inf` and `nan` included) or a
+/// hexadecimal integer, with optional spaces around; `None` for anything
+/// else. Hexadecimal fractions, which `strtod` also reads, are left out: no
+/// client sends them.
+fn lua_number(text: &str) -> Option<f64> {
+    // C's isspace: space, \t, \n, \v, \f, \r.
+    let t = text.trim_matches(|c: char| matches!(c, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r'));
+    let (negative, digits) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    if let Some(hex) = digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let value = hex.bytes().fold(0.0_f64, |acc, b| {
+            acc * 16.0 + f64::from((b as char).to_digit(16).unwrap_or(0))
+        });
+        return Some(if negative { -value } else { value });
+    }
+    // Rust's grammar for f64 is strtod's decimal one: sign, digits with an
+    // optional point and exponent, or inf, infinity, nan in any case.
+    t.parse().ok()
 }
 
 /// Argument `i` of a script as an integer, or what it should have been.
@@ -650,6 +713,37 @@ mod tests {
         );
     }
 
+    /// What `tonumber` gives for the last positions the differential test
+    /// sends (`crates/lease-sim/tests/differential.rs` checks the store
+    /// against the real script with each of them).
+    #[test]
+    fn last_positions_are_read_as_the_script_reads_them() {
+        for (text, number) in [
+            ("7", Some(7.0)),
+            (" 7", Some(7.0)),
+            ("8 ", Some(8.0)),
+            ("2.5", Some(2.5)),
+            ("1e3", Some(1000.0)),
+            ("-3", Some(-3.0)),
+            ("0x10", Some(16.0)),
+            ("-0x10", Some(-16.0)),
+            ("inf", Some(f64::INFINITY)),
+            ("x", None),
+            ("", None),
+            ("0x", None),
+            ("1e", None),
+        ] {
+            assert_eq!(lua_number(text), number, "{text:?}");
+        }
+        // What is not a number is a newcomer, as in the script.
+        let mut s = SimStore::new();
+        let k = ["{g}:10", "{g}:9", "{g}:rules"];
+        let tok = "a".repeat(32);
+        s.execute(Mode::Ranked, at(10, 1), k, &args(10, &[&tok, "x"]))
+            .unwrap();
+        assert_eq!(s.scores("{g}:10"), Some(vec![(NEWCOMER, tok)]));
+    }
+
     #[test]
     fn unreadable_records_refuse_with_minus_ones() {
         assert_eq!(recorded_fields("1:300:ranked:modulo"), [1, 300, 1, 0]);
@@ -657,5 +751,10 @@ mod tests {
         assert_eq!(recorded_fields("1:300:ranked:ring"), [1, 300, 1, -1]);
         assert_eq!(recorded_fields("garbage"), [-1; 4]);
         assert_eq!(recorded_fields("1:x:ranked:modulo"), [-1; 4]);
+        // Read as doubles, as the script's tonumber does.
+        assert_eq!(
+            recorded_fields("9007199254740993:300:ranked:modulo"),
+            [9_007_199_254_740_992, 300, 1, 0]
+        );
     }
 }

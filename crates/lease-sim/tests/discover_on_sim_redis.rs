@@ -61,9 +61,9 @@ async fn three_discover_workers_with_a_crash_a_stall_and_a_restart() {
 #[tokio::test(start_paused = true)]
 async fn a_graceful_leave_through_lease_redis_hands_over_one_interval_sooner() {
     let t0 = Instant::now();
-    let redis = SimRedis::new(SimRedisConfig::new(5).with_faults(RedisFaults::latency(
-        Duration::from_millis(1),
-    )));
+    let redis = SimRedis::new(
+        SimRedisConfig::new(5).with_faults(RedisFaults::latency(Duration::from_millis(1))),
+    );
     let k0 = redis.now_us() / 1000 / L.as_millis() as i64;
     let history = History::default();
     let mut cancels = Vec::new();
@@ -125,7 +125,10 @@ async fn a_graceful_leave_through_lease_redis_hands_over_one_interval_sooner() {
             .iter()
             .find_map(|r| match r {
                 Record::Own {
-                    worker, n: 4, at_us, ..
+                    worker,
+                    n: 4,
+                    at_us,
+                    ..
                 } if *worker == name && *at_us > us(15.5) => Some(*at_us),
                 _ => None,
             })
