@@ -132,14 +132,11 @@ impl SimStore {
         args: &[String],
     ) -> Result<Vec<i64>, StoreError> {
         self.executed += 1;
-        let arg = |i: usize, what: &'static str| int_arg(args, i, what);
-        let interval_ms = arg(0, "interval")?;
-        let c = arg(1, "believed interval")?;
+        let interval_ms = int_arg(args, 0, "interval")?;
         if interval_ms <= 0 {
             return Err(StoreError::BadArguments("interval"));
         }
         let rules = args.get(2).ok_or(StoreError::BadArguments("rules"))?;
-        let token = args.get(3).ok_or(StoreError::BadArguments("token"))?;
         let sec = now_us.div_euclid(1_000_000);
         let usec = now_us.rem_euclid(1_000_000);
         let k = (sec * 1000 + usec / 1000).div_euclid(interval_ms);
@@ -149,10 +146,16 @@ impl SimStore {
             Some(Value::Text(_)) | None => {}
             Some(_) => return Err(StoreError::WrongType),
         }
+        // `c = tonumber(ARGV[2])`, read after the rules: `k == c + 1` fails
+        // on what is not a number, a non-integer matches neither.
+        let c = args
+            .get(1)
+            .and_then(|a| lua_number(a))
+            .ok_or(StoreError::BadArguments("believed interval"))?;
         // The key of the open interval k, as the script picks it.
-        let open = if k == c {
+        let open = if k as f64 == c {
             keys[0].to_owned()
-        } else if k == c + 1 {
+        } else if k as f64 == c + 1.0 {
             keys[1].to_owned()
         } else if self.leave_sabotage == Some(LeaveSabotage::ClientNamed) {
             keys[0].to_owned()
@@ -165,6 +168,8 @@ impl SimStore {
             let n: i64 = num.parse().unwrap_or(0);
             format!("{head}:{}", n - 1)
         };
+        // ZREM of a missing token fails before it writes.
+        let token = args.get(3).ok_or(StoreError::BadArguments("token"))?;
         let targets: Vec<String> = match self.leave_sabotage {
             None => vec![open],
             Some(LeaveSabotage::AlsoClosed) => vec![open, closed],
@@ -213,10 +218,7 @@ impl SimStore {
         args: &[String],
     ) -> Result<Vec<i64>, StoreError> {
         self.executed += 1;
-        let arg = |i: usize, what: &'static str| int_arg(args, i, what);
-        let interval_ms = arg(0, "interval")?;
-        let ttl_ms = arg(1, "ttl")?;
-        let expected = arg(2, "expected interval")?;
+        let interval_ms = int_arg(args, 0, "interval")?;
         if interval_ms <= 0 {
             return Err(StoreError::BadArguments("interval"));
         }
@@ -224,7 +226,6 @@ impl SimStore {
         let sec = now_us.div_euclid(1_000_000);
         let usec = now_us.rem_euclid(1_000_000);
         let k = (sec * 1000 + usec / 1000).div_euclid(interval_ms);
-        let ttl_us = ttl_ms.saturating_mul(1000);
         // The group's rules (rule 12): checked before anything is written.
         self.expire(keys[2], now_us);
         match self.keys.get(keys[2]).map(|e| &e.value) {
@@ -236,16 +237,32 @@ impl SimStore {
             Some(Value::Text(_)) | None => {}
             Some(_) => return Err(StoreError::WrongType),
         }
-        if k != expected {
+        // `k ~= tonumber(ARGV[3])`: what is not a number is never k.
+        if args.get(2).and_then(|a| lua_number(a)) != Some(k as f64) {
             return Ok(vec![0, k, sec, usec]);
         }
-        self.keys.insert(
-            keys[2].to_owned(),
-            Entry {
-                value: Value::Text(rules.clone()),
-                expires_at: now_us + ttl_us,
-            },
-        );
+        // The first write (the record's SET or PEXPIRE) takes the TTL as a
+        // Redis integer and fails, writing nothing, on anything else.
+        let ttl_ms = args
+            .get(1)
+            .and_then(|a| redis_integer(a))
+            .ok_or(StoreError::BadArguments("ttl"))?;
+        // A record that is there holds exactly these rules (checked above):
+        // PEXPIRE renews it. Otherwise SET writes it, and refuses a TTL of
+        // zero or less.
+        if self.keys.contains_key(keys[2]) {
+            self.pexpire(keys[2], now_us, ttl_ms);
+        } else if ttl_ms <= 0 {
+            return Err(StoreError::BadArguments("ttl"));
+        } else {
+            self.keys.insert(
+                keys[2].to_owned(),
+                Entry {
+                    value: Value::Text(rules.clone()),
+                    expires_at: now_us.saturating_add(ttl_ms.saturating_mul(1000)),
+                },
+            );
+        }
         self.expire(keys[0], now_us);
         self.expire(keys[1], now_us);
         match mode {
@@ -259,7 +276,7 @@ impl SimStore {
                 };
                 *x += 1;
                 let x = *x;
-                entry.expires_at = now_us + ttl_us;
+                self.pexpire(keys[0], now_us, ttl_ms);
                 let prev = match self.keys.get(keys[1]).map(|e| &e.value) {
                     None => -1,
                     Some(Value::Counter(c)) => *c,
@@ -300,10 +317,20 @@ impl SimStore {
                         .partition_point(|(s, m)| (*s, m.as_bytes()) < (score, token.as_bytes()));
                     set.insert(at, (score, token.clone()));
                 }
-                entry.expires_at = now_us + ttl_us;
+                self.pexpire(keys[0], now_us, ttl_ms);
                 let rank = rank.map_or(-1, |r| r as i64);
                 Ok(vec![1, k, sec, usec, rank, size as i64])
             }
+        }
+    }
+
+    /// `PEXPIRE key ttl_ms`: a TTL of zero or less deletes the key, as
+    /// Redis does with an expiry time already past.
+    fn pexpire(&mut self, key: &str, now_us: i64, ttl_ms: i64) {
+        if ttl_ms <= 0 {
+            self.keys.remove(key);
+        } else if let Some(entry) = self.keys.get_mut(key) {
+            entry.expires_at = now_us.saturating_add(ttl_ms.saturating_mul(1000));
         }
     }
 
@@ -405,10 +432,10 @@ fn hole_filled(set: &[(f64, String)], token: &str, sabotage: bool) -> Option<usi
 
 /// The key of the open interval `k` among the leave script's keys (`c` and
 /// `c + 1`), if it is one of them.
-fn key_of(keys: [&str; 3], c: i64, k: i64) -> Option<&str> {
-    if k == c {
+fn key_of(keys: [&str; 3], c: f64, k: i64) -> Option<&str> {
+    if k as f64 == c {
         Some(keys[0])
-    } else if k == c + 1 {
+    } else if k as f64 == c + 1.0 {
         Some(keys[1])
     } else {
         None
@@ -483,6 +510,17 @@ fn lua_number(text: &str) -> Option<f64> {
     // Rust's grammar for f64 is strtod's decimal one: sign, digits with an
     // optional point and exponent, or inf, infinity, nan in any case.
     t.parse().ok()
+}
+
+/// A string as Redis reads an integer argument (`string2ll`): an optional
+/// minus sign and digits without a leading zero, within `i64`.
+fn redis_integer(text: &str) -> Option<i64> {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let canonical = digits == "0" || digits.bytes().next().is_some_and(|b| b != b'0');
+    if !canonical || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
 }
 
 /// Argument `i` of a script as an integer, or what it should have been.
@@ -714,10 +752,11 @@ mod tests {
     }
 
     /// What `tonumber` gives for the last positions the differential test
-    /// sends (`crates/lease-sim/tests/differential.rs` checks the store
-    /// against the real script with each of them).
+    /// sends, and how Redis reads its odd TTLs
+    /// (`crates/lease-sim/tests/differential.rs` checks the store against
+    /// the real scripts with each of them).
     #[test]
-    fn last_positions_are_read_as_the_script_reads_them() {
+    fn numbers_are_read_as_the_script_and_redis_read_them() {
         for (text, number) in [
             ("7", Some(7.0)),
             (" 7", Some(7.0)),
@@ -734,6 +773,18 @@ mod tests {
             ("1e", None),
         ] {
             assert_eq!(lua_number(text), number, "{text:?}");
+        }
+        // TTLs as Redis reads an integer argument.
+        for (text, ttl) in [
+            ("1800000", Some(1_800_000)),
+            ("0", Some(0)),
+            ("-5", Some(-5)),
+            ("+5", None),
+            ("007", None),
+            ("1800000.0", None),
+            ("abc", None),
+        ] {
+            assert_eq!(redis_integer(text), ttl, "{text:?}");
         }
         // What is not a number is a newcomer, as in the script.
         let mut s = SimStore::new();

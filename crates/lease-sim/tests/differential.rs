@@ -137,7 +137,10 @@ enum Op {
         mode: Mode,
         v: i64,
         interval_ms: i64,
-        expected: i64,
+        /// `ARGV[2]`: the keys' TTL in ms (`3L` but for the odd ones).
+        ttl: String,
+        /// `ARGV[3]`: the interval the caller expects (a number as text).
+        expected: String,
         rules: String,
         token: String,
         sent: String,
@@ -145,7 +148,8 @@ enum Op {
     /// The leave script naming keys `first`, `first+1` and interval `c`.
     Leave {
         first: i64,
-        c: i64,
+        /// `ARGV[2]`: the interval the caller believes open.
+        c: String,
         rules: String,
         token: String,
     },
@@ -165,6 +169,7 @@ impl Op {
             Op::Register {
                 mode,
                 interval_ms,
+                ttl,
                 expected,
                 rules,
                 token,
@@ -173,8 +178,8 @@ impl Op {
             } => {
                 let mut args = vec![
                     interval_ms.to_string(),
-                    TTL_MS.to_string(),
-                    expected.to_string(),
+                    ttl.clone(),
+                    expected.clone(),
                     rules.clone(),
                 ];
                 if *mode == Mode::Ranked {
@@ -185,12 +190,7 @@ impl Op {
             Op::Leave {
                 c, rules, token, ..
             } => {
-                vec![
-                    L_MS.to_string(),
-                    c.to_string(),
-                    rules.clone(),
-                    token.clone(),
-                ]
+                vec![L_MS.to_string(), c.clone(), rules.clone(), token.clone()]
             }
         }
     }
@@ -550,10 +550,14 @@ impl Harness {
                     t.left_absent += 1;
                 } else {
                     t.left += 1;
-                    if r[1] == c + 1 {
+                    if c.parse::<i64>().is_ok_and(|c| r[1] == c + 1) {
                         t.left_late += 1;
                     }
-                    let open = if r[1] == *c { &after[0] } else { &after[1] };
+                    let open = if c.parse() == Ok(r[1]) {
+                        &after[0]
+                    } else {
+                        &after[1]
+                    };
                     if open.content == Content::Missing {
                         t.left_emptied += 1;
                     }
@@ -597,15 +601,17 @@ enum Extra {
     OtherRules,
     OtherInterval,
     OtherMode,
+    OddNumbers,
 }
 
-const EXTRAS: [(Extra, u32); 6] = [
+const EXTRAS: [(Extra, u32); 7] = [
     (Extra::Repeat, 30),
     (Extra::WrongInterval, 12),
     (Extra::Leave, 30),
     (Extra::OtherRules, 5),
     (Extra::OtherInterval, 4),
     (Extra::OtherMode, 1),
+    (Extra::OddNumbers, 4),
 ];
 
 fn pick_extra(rng: &mut ChaCha8Rng) -> Extra {
@@ -677,7 +683,8 @@ fn ranked_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize) {
                 mode: Mode::Ranked,
                 v,
                 interval_ms: L_MS,
-                expected,
+                ttl: TTL_MS.to_string(),
+                expected: expected.to_string(),
                 rules: rules.to_owned(),
                 token: m.token.clone(),
                 sent,
@@ -695,7 +702,7 @@ fn ranked_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize) {
                     } else {
                         Op::Leave {
                             first: v,
-                            c: k,
+                            c: k.to_string(),
                             rules: rules.to_owned(),
                             token: m.token.clone(),
                         }
@@ -712,7 +719,8 @@ fn ranked_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize) {
                         mode: Mode::Ranked,
                         v,
                         interval_ms: l,
-                        expected: h.k(l) - 1,
+                        ttl: TTL_MS.to_string(),
+                        expected: (h.k(l) - 1).to_string(),
                         rules: format!("2:{l}:ranked:modulo"),
                         token: m.token.clone(),
                         sent,
@@ -722,11 +730,52 @@ fn ranked_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize) {
                     mode: Mode::Arrival,
                     v,
                     interval_ms: L_MS,
-                    expected: k,
+                    ttl: TTL_MS.to_string(),
+                    expected: k.to_string(),
                     rules: RANKED.to_owned(),
                     token: String::new(),
                     sent,
                 },
+                Some(Extra::OddNumbers) => {
+                    // Numbers no client sends, as the scripts' tonumber and
+                    // Redis's integer arguments read them.
+                    let odd = [
+                        "x".to_owned(),
+                        String::new(),
+                        format!("{k}.0"),
+                        format!(" {k}"),
+                        format!("{k}.5"),
+                        format!("{k}e0"),
+                        format!("0x{k:x}"),
+                        format!("{}.0", k - 1),
+                    ];
+                    let odd = odd[rng.random_range(0..odd.len())].clone();
+                    let odd_ttl = ["abc", "+5", "007", "1800000.0", "0"][rng.random_range(0..5)];
+                    match rng.random_range(0..3) {
+                        which @ 0..2 => {
+                            let mut op = register(k, RANKED, sent);
+                            if let Op::Register { expected, ttl, .. } = &mut op {
+                                if which == 0 {
+                                    *expected = odd;
+                                } else {
+                                    *ttl = odd_ttl.to_owned();
+                                }
+                            }
+                            op
+                        }
+                        _ => Op::Leave {
+                            // KEYS[2] is v for a c that reads as k - 1.
+                            first: if odd.starts_with(&(k - 1).to_string()) {
+                                v - 1
+                            } else {
+                                v
+                            },
+                            c: odd,
+                            rules: RANKED.to_owned(),
+                            token: m.token.clone(),
+                        },
+                    }
+                }
                 Some(Extra::Leave) => {
                     // Open: c is the server's interval, v's key is KEYS[1].
                     // Late: c is the one before, v's key is KEYS[2]. Far:
@@ -738,7 +787,7 @@ fn ranked_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize) {
                     };
                     Op::Leave {
                         first,
-                        c,
+                        c: c.to_string(),
                         rules: RANKED.to_owned(),
                         token: m.token.clone(),
                     }
@@ -794,7 +843,8 @@ fn arrival_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize) {
                 mode: Mode::Arrival,
                 v,
                 interval_ms: L_MS,
-                expected,
+                ttl: TTL_MS.to_string(),
+                expected: expected.to_string(),
                 rules: rules.to_owned(),
                 token: String::new(),
                 sent: String::new(),
@@ -805,7 +855,7 @@ fn arrival_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize) {
                 92..96 => register(k, OTHER_RULES[rng.random_range(0..OTHER_RULES.len())]),
                 96..98 => Op::Leave {
                     first: v,
-                    c: k,
+                    c: k.to_string(),
                     rules: ARRIVAL.to_owned(),
                     token: token(&mut rng),
                 },
@@ -813,7 +863,8 @@ fn arrival_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize) {
                     mode: Mode::Ranked,
                     v,
                     interval_ms: L_MS,
-                    expected: k,
+                    ttl: TTL_MS.to_string(),
+                    expected: k.to_string(),
                     rules: ARRIVAL.to_owned(),
                     token: token(&mut rng),
                     sent: "-1".into(),
