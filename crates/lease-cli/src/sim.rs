@@ -27,7 +27,11 @@ pub(crate) struct SimArgs {
     /// Length of the run, in intervals.
     #[arg(long, default_value_t = 200)]
     intervals: u32,
-    /// Inject every fault under which the guarantee is claimed.
+    /// Inject every fault under which the guarantee is claimed: latency up
+    /// to and beyond the gap, spikes, fast errors, lost requests and replies,
+    /// duplicates, pauses longer than the gap, forward server-clock steps
+    /// smaller than the gap (at most one in any three intervals), and Redis
+    /// restarts in Ranked mode.
     #[arg(long)]
     faults: bool,
     /// Counting mode: ranked or arrival.

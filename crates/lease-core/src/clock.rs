@@ -35,6 +35,12 @@ impl SkewEstimate {
         self.sample.map(|s| s.offset)
     }
 
+    /// How far the offset may be from the truth: half the round trip of its
+    /// sample (0 before the first one).
+    pub(crate) fn uncertainty(&self) -> i64 {
+        self.sample.map_or(0, |s| s.rtt / 2)
+    }
+
     /// Checks a reply executed at server time `server` for a request sent at
     /// local `sent` and received at local `received`, then takes it into the
     /// estimate (rule 10: a skew change of more than `tolerance`, the gap,

@@ -2,7 +2,7 @@
 //! fencing token (DESIGN section 3, rules 6 and 7; section 4).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::ownership::{Mapping, Slot};
@@ -98,6 +98,8 @@ struct Cell {
     now: Clock,
     /// Local microseconds at which the lease ends.
     deadline: AtomicI64,
+    /// The interval of the registration that last granted or renewed it.
+    renewed: AtomicU64,
 }
 
 /// An exclusive lease on a pair `(i, n)`: while it is valid, no other worker
@@ -139,6 +141,7 @@ impl Lease {
                 clock,
                 now,
                 deadline: AtomicI64::new(deadline),
+                renewed: AtomicU64::new(token),
             }),
         }
     }
@@ -165,6 +168,15 @@ impl Lease {
     /// holder's writes.
     pub fn token(&self) -> u64 {
         self.token
+    }
+
+    /// The interval number of the registration that last granted or renewed
+    /// this lease (at least [`Lease::token`]). By rule 6 of docs/protocol.md
+    /// the lease ends before the server clock reads the end of the interval
+    /// after it, `(renewed_in() + 2)·L`; history checkers use it to check
+    /// that bound.
+    pub fn renewed_in(&self) -> u64 {
+        self.cell.renewed.load(Ordering::Acquire)
     }
 
     /// Slot 0 is an exclusive leader: at most one worker of the group holds
@@ -230,7 +242,14 @@ impl Lease {
         self.cell.deadline.load(Ordering::Acquire)
     }
 
-    /// Renewal: a later registration certified the same pair again.
+    /// Renewal: a registration executed in `interval` certified the same
+    /// pair (or part) again, until `deadline`.
+    pub(crate) fn renew(&self, deadline: i64, interval: u64) {
+        self.cell.renewed.fetch_max(interval, Ordering::AcqRel);
+        self.extend_to(deadline);
+    }
+
+    /// Moves the deadline forward (never backwards).
     pub(crate) fn extend_to(&self, deadline: i64) {
         self.cell.deadline.fetch_max(deadline, Ordering::AcqRel);
     }
@@ -260,7 +279,9 @@ mod tests {
         let held = lease.clone();
         assert!(held.is_valid_at(t0 + Duration::from_micros(999)));
         assert!(!held.is_valid_at(t0 + Duration::from_micros(1_000)));
-        lease.extend_to(5_000);
+        assert_eq!(held.renewed_in(), 42);
+        lease.renew(5_000, 44);
+        assert_eq!(held.renewed_in(), 44);
         assert!(held.is_valid_at(t0 + Duration::from_micros(4_999)));
         lease.extend_to(2_000); // never moves backwards on renewal
         assert_eq!(held.deadline(), t0 + Duration::from_micros(5_000));

@@ -204,6 +204,24 @@ pub struct Options {
     /// negative control of that fence: the simulator's checker must catch it.
     #[doc(hidden)]
     pub sabotage_grant_over_reopened_intervals: bool,
+    /// **Test only: breaks exclusivity.** Grants and renews from a
+    /// registration that executed less than `G` into its interval (after a
+    /// re-aim), so a forward step of the server clock smaller than the gap
+    /// can let two workers hold one task. The negative control of rule 17.
+    #[doc(hidden)]
+    pub sabotage_grant_from_early_registration: bool,
+    /// **Test only.** After a server-clock stand-down (rule 10), still
+    /// accepts replies to requests sent before it, so a reading from before
+    /// the step seeds the memory again. The negative control of rule 10's
+    /// forgetting.
+    #[doc(hidden)]
+    pub sabotage_keep_requests_across_stand_down: bool,
+    /// **Test only.** Grants a lease or part whose drain end (its deadline
+    /// minus the drain budget, rule 14) has already passed, and drains a
+    /// part from its deadline minus the budget even when that is before the
+    /// reply that drains it. The negative control of the late-grant rule.
+    #[doc(hidden)]
+    pub sabotage_grant_past_drain_end: bool,
 }
 
 impl Options {
@@ -226,6 +244,9 @@ impl Options {
             spread: None,
             sabotage_overdrain_past_deadline: false,
             sabotage_grant_over_reopened_intervals: false,
+            sabotage_grant_from_early_registration: false,
+            sabotage_keep_requests_across_stand_down: false,
+            sabotage_grant_past_drain_end: false,
         }
     }
 

@@ -142,6 +142,13 @@ impl TaskLease {
         self.inner.token()
     }
 
+    /// The interval number of the registration that last granted or renewed
+    /// this part (at least [`TaskLease::token`]): it ends before the server
+    /// clock reads `(renewed_in() + 2)·L` (rule 6 of docs/protocol.md).
+    pub fn renewed_in(&self) -> u64 {
+        self.inner.renewed_in()
+    }
+
     /// The instant the part ends unless a renewal extends it first.
     pub fn deadline(&self) -> Instant {
         self.inner.deadline()

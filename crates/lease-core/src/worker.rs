@@ -159,6 +159,13 @@ struct Config {
     sabotage_arrival: bool,
     sabotage_k1only: bool,
     sabotage_skip: bool,
+    /// The negative control of rule 17: grant from early registrations.
+    sabotage_early: bool,
+    /// The negative control of rule 10's forgetting: keep the requests sent
+    /// before a stand-down.
+    sabotage_stand_down: bool,
+    /// The negative control of the late-grant rule: grant past the drain end.
+    sabotage_late: bool,
 }
 
 impl Config {
@@ -188,6 +195,9 @@ impl Config {
             sabotage_arrival: o.sabotage_deadline_from_arrival,
             sabotage_k1only: o.sabotage_grant_newest_pair_only,
             sabotage_skip: o.sabotage_pair_from_any_previous_reply,
+            sabotage_early: o.sabotage_grant_from_early_registration,
+            sabotage_stand_down: o.sabotage_keep_requests_across_stand_down,
+            sabotage_late: o.sabotage_grant_past_drain_end,
         })
     }
 }
@@ -225,6 +235,10 @@ struct Memory {
     last_slot: Option<Slot>,
     /// `Arrival`: phase `(x + 0.5) / n` of the slot to fire in next.
     arrival_phase: Option<f64>,
+    /// Rule 17: a counted reply from this interval executed too early to
+    /// grant, and the pair implied before it (`p(k-2)`), kept so that a
+    /// second registration later in the same interval can grant.
+    early: Option<(u64, Option<Slot>)>,
 }
 
 /// What the worker knows about the server clock's history (rule 10), beyond
@@ -804,20 +818,34 @@ impl Worker {
         let Some(req) = leaving.in_flight.take() else {
             return;
         };
-        match answer {
-            Ok(LeaveAnswer::WrongInterval { server }) => {
-                // Aim the one retry with this clock sample; leaving, the
-                // worker stands down on nothing it sees.
-                let _ = self
-                    .skew
-                    .observe(req.sent_at, now, server, self.cfg.g, 8 * self.cfg.l);
-                self.send_leave(now);
-            }
-            Ok(LeaveAnswer::Done) => leaving.done = true,
+        let answer = match answer {
+            Ok(answer) => answer,
             Err(e) => {
                 diag::reply_rejected(&self.cfg.name, &e);
                 self.send_leave(now);
+                self.maybe_finish_leaving(now);
+                return;
             }
+        };
+        if !answer.wrong_interval {
+            leaving.done = true;
+        }
+        // Rule 10 for leave answers too: the lease still being served ends
+        // at once if the server clock jumped or went back.
+        let went_back = self
+            .history
+            .latest
+            .is_some_and(|(newest, received)| answer.interval < newest && req.sent_at >= received);
+        let check = self
+            .skew
+            .observe(req.sent_at, now, answer.server, self.cfg.g, 8 * self.cfg.l);
+        if went_back || matches!(check, SkewCheck::Jumped { .. }) {
+            diag::server_clock_moved(&self.cfg.name, server_step(check), answer.interval);
+            self.release(now, IdleReason::ServerClock);
+        }
+        if answer.wrong_interval {
+            // Aim the one retry with this clock sample.
+            self.send_leave(now);
         }
         self.maybe_finish_leaving(now);
     }
@@ -1001,12 +1029,15 @@ impl Worker {
             Reply::WrongInterval { .. } => self.on_wrong_interval(now),
             Reply::Refused { recorded, .. } => self.on_refused(now, interval, recorded),
             Reply::Counted(c) => {
-                // The closed set of k-1 cannot have changed: nothing new.
+                // The closed set of k-1 cannot have changed: nothing new,
+                // unless the first reply from k executed too early to grant
+                // (rule 17) and this one may.
                 let seen = self
                     .memory
                     .newest
                     .is_some_and(|(newest, _)| interval == newest);
-                if !(seen && self.cfg.mode == Mode::Ranked) {
+                let retry_of_early = self.memory.early.is_some_and(|(k, _)| k == interval);
+                if !(seen && self.cfg.mode == Mode::Ranked) || retry_of_early {
                     self.on_counted(now, req, c, server);
                 }
             }
@@ -1022,6 +1053,11 @@ impl Worker {
         diag::server_clock_moved(&self.cfg.name, by, interval);
         self.release(now, IdleReason::ServerClock);
         self.memory = Memory::default();
+        // Nothing read before the step may certify a grant after it: the
+        // replies of requests still in flight would seed the memory again.
+        if !self.cfg.sabotage_stand_down {
+            self.pending.clear();
+        }
         if backward && let Some((newest, _)) = self.history.latest {
             let fence = self
                 .history
@@ -1056,7 +1092,7 @@ impl Worker {
             }
             self.refused = Some(refusal);
         }
-        let fire = self.local_of(self.fire_server(k + 1));
+        let fire = self.fire_local(k + 1);
         self.schedule.target = Some(k + 1);
         self.schedule.fire_at = Some(fire.max(now));
     }
@@ -1070,7 +1106,7 @@ impl Worker {
             now
         } else {
             // Repeated misses near a boundary: aim at the next band.
-            self.local_of(self.fire_server(self.server_interval(now) + 1))
+            self.fire_local(self.server_interval(now) + 1)
         });
     }
 
@@ -1080,11 +1116,17 @@ impl Worker {
         self.schedule.attempt = 0;
         self.refused = None;
         let implied = self.implied(&c);
-        let before = self
-            .memory
-            .previous
-            .filter(|(pk, _)| pk + 1 == k || self.cfg.sabotage_skip)
-            .and_then(|(_, s)| s);
+        // A second registration in an interval whose first reply executed
+        // too early (rule 17) is certified by what the first one was.
+        let before = match self.memory.early.take() {
+            Some((ek, before)) if ek == k => before,
+            _ => self
+                .memory
+                .previous
+                .filter(|(pk, _)| pk + 1 == k || self.cfg.sabotage_skip)
+                .and_then(|(_, s)| s),
+        };
+        let early = self.executed_early(k, server);
         // Rule 10: after a backward step, only closed intervals newer than
         // every interval seen before it may certify a lease.
         let fresh = self.cfg.sabotage_reopened
@@ -1114,16 +1156,18 @@ impl Worker {
             req.sent_at
         };
         let deadline = self.lease_deadline(anchor, k, server);
-        if self.cfg.handover == HandoverMode::Incremental {
+        let would_grant = if self.cfg.handover == HandoverMode::Incremental {
             let grant = if fresh {
                 rule_13_grant(implied, before, self.cfg.mapping, self.cfg.sabotage_k1only)
             } else {
                 None
             };
-            self.on_incremental_grant(now, grant, k, deadline);
+            self.on_incremental_grant(now, grant, k, deadline, early);
+            grant.is_some()
         } else {
-            self.on_whole_pair(now, implied, agreed, k, deadline);
-        }
+            self.on_whole_pair(now, implied, agreed, k, deadline, early);
+            agreed
+        };
         self.memory.previous = Some((k, implied));
         self.memory.newest = Some((k, now));
         if implied.is_some() {
@@ -1132,8 +1176,21 @@ impl Worker {
         // Replies to older hedged requests would say nothing new.
         self.pending.retain(|p| p.interval > k);
 
-        let fire = self.local_of(self.fire_server(k + 1));
-        self.schedule.target = Some(k + 1);
+        // Rule 17: a reply that would have granted but executed too early
+        // is tried again later in the same interval (Ranked: a repeat of the
+        // token changes nothing in the set), while the band lasts.
+        let retry_early = early
+            && would_grant
+            && self.cfg.mode == Mode::Ranked
+            && self.local_of(self.band_end_server(k)) > self.fire_local(k).max(now);
+        let fire = if retry_early {
+            self.memory.early = Some((k, before));
+            self.schedule.target = Some(k);
+            self.fire_local(k).max(now)
+        } else {
+            self.schedule.target = Some(k + 1);
+            self.fire_local(k + 1)
+        };
         self.schedule.fire_at = Some(fire);
         let lease_left = self
             .lease
@@ -1156,7 +1213,9 @@ impl Worker {
     }
 
     /// Rule 5 (whole pairs): grant or renew the pair when both closed
-    /// intervals agree, else hand over.
+    /// intervals agree, else hand over. Rule 17: a reply that executed too
+    /// early in its interval grants and renews nothing (and hands nothing
+    /// over: it certified the pair).
     fn on_whole_pair(
         &mut self,
         now: i64,
@@ -1164,15 +1223,22 @@ impl Worker {
         agreed: bool,
         k: u64,
         deadline: i64,
+        early: bool,
     ) {
         match (implied, agreed) {
-            (Some(slot), true) if now < deadline => match &self.lease {
-                Some(l) if l.slot() == slot => {
-                    l.extend_to(deadline);
+            (Some(_), true) if early => {}
+            (Some(slot), true) => match &self.lease {
+                Some(l) if l.slot() == slot && now < deadline => {
+                    l.renew(deadline, k);
                     self.lease_interval = k;
                     self.drain_until = None;
                 }
-                _ => {
+                // The same pair, but the reply came after its deadline.
+                Some(l) if l.slot() == slot => {}
+                // A new lease only while its drain end is ahead: one handed
+                // out later would leave the loop less than the drain budget
+                // if the next reply does not renew it.
+                _ if now < self.drain_end(deadline) => {
                     // Rule 14: a kept lease has always ended by now (a grant
                     // of another pair from k needs p(k-1) = p(k-2), which a
                     // lease still live from k-1 or earlier contradicts;
@@ -1182,51 +1248,51 @@ impl Worker {
                     self.grant(slot, k, deadline);
                     self.lease_interval = k;
                 }
+                // Agreed, but the reply came too late to be of use: grants
+                // nothing; memory is still updated by the caller.
+                _ => {}
             },
-            // Agreed, but the reply came after its own deadline: grants
-            // nothing; memory is still updated by the caller.
-            (Some(_), true) => {}
             _ => self.hand_over(now),
         }
     }
 
     /// Rule 13 with rule 14 per part: the reply from `k` grants `grant`
     /// (if any) until `deadline`, renewing the part if it is already held;
-    /// every other part is kept until its deadline minus the drain budget.
-    fn on_incremental_grant(&mut self, now: i64, grant: Option<Part>, k: u64, deadline: i64) {
-        let grant = grant.filter(|_| now < deadline);
-        let mut added = false;
-        if let Some(part) = grant {
+    /// every other part is kept until its deadline minus the drain budget
+    /// (or now, if that has passed). Rule 17: when the reply executed too
+    /// early, the part it certifies is neither renewed nor granted, and is
+    /// not drained either.
+    fn on_incremental_grant(
+        &mut self,
+        now: i64,
+        grant: Option<Part>,
+        k: u64,
+        deadline: i64,
+        early: bool,
+    ) {
+        let certified = grant;
+        let mut new_part = None;
+        let drain_end = self.drain_end(deadline);
+        if let Some(part) = grant.filter(|_| !early) {
             match self.parts.iter_mut().find(|p| p.lease.part() == part) {
-                Some(held) => {
-                    held.lease.inner().extend_to(deadline);
+                Some(held) if now < deadline => {
+                    held.lease.inner().renew(deadline, k);
                     held.drain_until = None;
+                    self.lease_interval = k;
                 }
-                None => {
-                    let inner = Lease::new(
-                        part.newer(),
-                        k,
-                        self.cfg.mapping,
-                        self.clock,
-                        self.now_clock.clone(),
-                        deadline,
-                    );
-                    diag::lease_granted(&self.cfg.name, part.newer());
-                    self.parts.push(HeldPart {
-                        lease: TaskLease::new(part, inner),
-                        drain_until: None,
-                    });
-                    added = true;
-                }
+                Some(_) => {}
+                // A new part only while its drain end is ahead (see
+                // `on_whole_pair`).
+                None if now < drain_end => new_part = Some(part),
+                None => {}
             }
-            self.lease_interval = k;
         }
         // Rule 14, per part: what this reply did not renew is kept.
         let budget = self.cfg.drain_budget;
         let overdrain = self.cfg.sabotage_overdrain;
         let half = self.cfg.l / 2;
         for held in &mut self.parts {
-            if Some(held.lease.part()) == grant || held.drain_until.is_some() {
+            if Some(held.lease.part()) == certified || held.drain_until.is_some() {
                 continue;
             }
             let deadline = held.lease.inner().deadline_micros();
@@ -1235,12 +1301,34 @@ impl Worker {
                 held.lease.inner().extend_to(past);
                 past
             } else {
-                deadline.saturating_sub(budget)
+                // Never before now: the loop learns of the drain now, and
+                // a value it was handed must not end before it.
+                let end = deadline.saturating_sub(budget);
+                if self.cfg.sabotage_late {
+                    end
+                } else {
+                    end.max(now)
+                }
             });
         }
-        // A kept part whose drain has already ended goes now.
+        // A kept part whose drain has already ended goes now, before the
+        // new part is added, so that no value names a part before its grant.
         self.expire_parts(now);
-        if added {
+        if let Some(part) = new_part {
+            let inner = Lease::new(
+                part.newer(),
+                k,
+                self.cfg.mapping,
+                self.clock,
+                self.now_clock.clone(),
+                deadline,
+            );
+            diag::lease_granted(&self.cfg.name, part.newer());
+            self.parts.push(HeldPart {
+                lease: TaskLease::new(part, inner),
+                drain_until: None,
+            });
+            self.lease_interval = k;
             self.emit_tasks(now);
         }
     }
@@ -1248,7 +1336,25 @@ impl Worker {
     /// Rule 14 for every part held: keep it until its deadline minus the
     /// drain budget (rule 16 on a graceful leave).
     fn drain_parts(&mut self, now: i64) {
-        self.on_incremental_grant(now, None, self.lease_interval, i64::MIN);
+        self.on_incremental_grant(now, None, self.lease_interval, i64::MIN, false);
+    }
+
+    /// Where a lease or part with `deadline` stops being served if no
+    /// reply renews it: its deadline minus the drain budget (rule 14); in
+    /// `Arrival` mode, which releases at the reply, its deadline.
+    fn drain_end(&self, deadline: i64) -> i64 {
+        match self.cfg.mode {
+            _ if self.cfg.sabotage_late => deadline,
+            Mode::Arrival => deadline,
+            Mode::Ranked => deadline.saturating_sub(self.cfg.drain_budget),
+        }
+    }
+
+    /// Rule 17: whether a registration of interval `k` executed at server
+    /// time `server` came too early in its interval to grant or renew:
+    /// before `kL + G`.
+    fn executed_early(&self, k: u64, server: i64) -> bool {
+        !self.cfg.sabotage_early && server < (k as i64) * self.cfg.l + self.cfg.g
     }
 
     /// Rules 7 and 14 for parts: every part whose end (deadline, or drain)
@@ -1373,6 +1479,17 @@ impl Worker {
         server - self.skew.offset().unwrap_or(0)
     }
 
+    /// Rules 8 and 17: the local instant of the registration aimed at
+    /// interval `m`. Never earlier than the instant that reaches the server
+    /// at `mL + G` even if the skew estimate is off by all of its
+    /// uncertainty (half the round trip of its sample), so that a scheduled
+    /// registration never executes too early to grant.
+    fn fire_local(&self, m: u64) -> i64 {
+        let earliest =
+            self.local_of((m as i64) * self.cfg.l + self.cfg.g) + self.skew.uncertainty();
+        self.local_of(self.fire_server(m)).max(earliest)
+    }
+
     fn server_interval(&self, now: i64) -> u64 {
         let server = now + self.skew.offset().unwrap_or(0);
         u64::try_from(server.max(0) / self.cfg.l).unwrap_or(0)
@@ -1398,7 +1515,7 @@ impl Worker {
                 let next = self.server_interval(now).max(m) + 1;
                 self.schedule.target = Some(next);
                 self.schedule.attempt = 0;
-                fire = self.local_of(self.fire_server(next)).max(now);
+                fire = self.fire_local(next).max(now);
             }
         }
         self.schedule.fire_at = Some(fire);
@@ -1425,7 +1542,7 @@ impl Worker {
             (Some(_), Some((k, _))) => {
                 let m = (k + 1).max(self.server_interval(now));
                 self.schedule.target = Some(m);
-                self.local_of(self.fire_server(m)).max(now)
+                self.fire_local(m).max(now)
             }
             _ => now,
         };
@@ -1581,14 +1698,15 @@ fn check_interval(reply: &Reply, expected: u64) -> Result<(), ReplyError> {
 
 /// What the leave script answered (rule 16).
 #[derive(Clone, Copy, Debug)]
-enum LeaveAnswer {
+struct LeaveAnswer {
     /// The server's interval was neither of the two named: nothing written.
-    WrongInterval {
-        /// Server time at execution, in microseconds.
-        server: i64,
-    },
-    /// Removed, not a member, or refused (other rules): nothing more to do.
-    Done,
+    /// Otherwise the token was removed, was not a member, or the rules
+    /// differ: nothing more to do.
+    wrong_interval: bool,
+    /// The server's interval at execution.
+    interval: u64,
+    /// Server time at execution, in microseconds.
+    server: i64,
 }
 
 /// Parses the leave script's reply: `{0|2, k, sec, usec}` or `{1, k, sec,
@@ -1624,11 +1742,10 @@ fn parse_leave(interval_ms: u64, values: &[i64]) -> Result<LeaveAnswer, ReplyErr
         interval_ms,
         &[0, values[1], values[2], values[3]],
     )?;
-    Ok(match status {
-        0 => LeaveAnswer::WrongInterval {
-            server: i64::try_from(time.server_time()).unwrap_or(i64::MAX),
-        },
-        _ => LeaveAnswer::Done,
+    Ok(LeaveAnswer {
+        wrong_interval: status == 0,
+        interval: time.interval(),
+        server: i64::try_from(time.server_time()).unwrap_or(i64::MAX),
     })
 }
 

@@ -364,9 +364,16 @@ fn ranked_worker_never_goes_silent_after_a_wrong_interval_answer() {
     let r2 = w.poll_transmit().unwrap();
     assert_eq!(r2.args[2], (K0 + 1).to_string(), "aimed early at K0+1");
     let r2 = r2.id;
-    // A fast request: the server is still in K0.
+    // A fast request, and the server clock has stepped back a little: the
+    // server is still in K0. (The estimate's own error alone would not do
+    // it: the schedule's margin of half a round trip absorbs it, rule 17.)
     let sent = next.duration_since(t0).as_millis() as i64;
-    w.handle_reply(at(sent as u64 + 10), r2, &values(false, sent))
+    assert!(
+        sent >= 1300,
+        "the fire is aimed into K0+1 by the true clock"
+    );
+    let executed = 1299;
+    w.handle_reply(at(sent as u64 + 10), r2, &values(false, executed))
         .unwrap();
     while w.poll_event().is_some() {}
     assert!(!w.is_stopped());
@@ -678,9 +685,10 @@ fn graceful_leave_removes_the_token_and_serves_the_lease_to_its_drain_end() {
     assert_eq!(h.w.poll_timeout(), None);
 }
 
-/// Rule 16: a wrong-interval answer (the request executed two intervals
-/// after the one it named) wrote nothing; the worker retries once with the
-/// new clock sample, then gives up. It still stops only after its drain.
+/// Rule 16: a wrong-interval answer (the server clock reads two intervals
+/// after the one the request named) wrote nothing; the worker retries once
+/// with the new clock sample, then gives up. Rule 10: that answer shows the
+/// server clock jumped, so the lease still served ends at once.
 #[test]
 fn a_leave_answered_wrong_interval_is_retried_once() {
     let (mut h, lease) = settled_leaver();
@@ -696,6 +704,14 @@ fn a_leave_answered_wrong_interval_is_retried_once() {
     let r = wrong(&h, cancel + ms(1));
     assert_ne!(r[1], c);
     h.w.handle_reply(h.at(cancel + ms(2)), id, &r).unwrap();
+    // Rule 10 applies to leave answers too: the server clock jumped 2 s
+    // ahead, so the lease still being served ends at once.
+    let events = h.events();
+    assert!(
+        matches!(events.as_slice(), [e] if idle(e).is_some_and(|i| i.reason == IdleReason::ServerClock && i.ended.as_ref() == Some(&lease))),
+        "{events:?}"
+    );
+    assert!(!lease.is_valid_at(h.at(cancel + ms(2))));
     let retry = h.w.poll_transmit().expect("one retry");
     assert!(retry.script.is_leave());
     assert_eq!(retry.args[1], r[1].to_string(), "aimed by the new sample");
@@ -703,9 +719,8 @@ fn a_leave_answered_wrong_interval_is_retried_once() {
     let r = wrong(&h, cancel + ms(3));
     h.w.handle_reply(h.at(cancel + ms(4)), id, &r).unwrap();
     assert!(h.w.poll_transmit().is_none(), "no second retry");
-    assert!(h.events().is_empty() && !h.w.is_stopped());
-    h.w.handle_timeout(lease.deadline() - ms(150));
-    assert!(matches!(h.events().as_slice(), [_, Event::Stopped]));
+    assert!(matches!(h.events().as_slice(), [Event::Stopped]));
+    assert!(h.w.is_stopped());
 }
 
 /// Without a lease the leaving worker stops once its leave request is
@@ -735,4 +750,156 @@ fn a_leaver_without_a_lease_stops_once_the_leave_is_answered() {
         .unwrap();
     assert!(matches!(h.events().as_slice(), [Event::Stopped]));
     assert!(h.w.is_stopped());
+}
+
+/// A settled lone worker with `options`, and the lease it holds.
+fn settled_with(options: &Options) -> (Harness, Lease) {
+    let mut h = Harness::new(Mode::Ranked);
+    h.w = Worker::new(
+        options,
+        Token::from_bits_same_worker_if_reused(1 << 100),
+        h.t0,
+    )
+    .unwrap();
+    h.settle_alone();
+    let lease = h
+        .events()
+        .iter()
+        .find_map(|e| held(e).cloned())
+        .expect("granted");
+    (h, lease)
+}
+
+/// Rule 17: a registration that executed less than `G` into its interval
+/// renews nothing, even though both closed intervals agree (a forward step
+/// of the server clock smaller than the gap could otherwise let the renewed
+/// lease outlive the margin); the worker registers again later in the same
+/// interval, and that reply renews.
+#[test]
+fn a_reply_executed_before_the_gap_renews_nothing_and_the_worker_registers_again() {
+    let ms = Duration::from_millis;
+    let (mut h, lease) = settled_with(&Options::new("g", Duration::from_millis(L_MS)));
+    let deadline = lease.deadline();
+    let fourth = h.send(None);
+    assert_eq!(fourth.k, K + 3);
+    // The server clock stepped back 0.1 L (below the gap, not detected), so
+    // the scheduled registration executes about 0.05 L into K+3.
+    h.offset_us -= 100_000;
+    let exec = fourth.at + ms(1);
+    let into = h.server_us(exec) - ((K + 3) * L_MS * 1000) as i64;
+    assert!((0..150_000).contains(&into), "executed {into} us into K+3");
+    h.deliver(&fourth, exec, fourth.at + ms(2), 0, 1);
+    assert!(h.events().is_empty());
+    assert_eq!(lease.deadline(), deadline, "an early reply renews nothing");
+    assert_eq!(lease.renewed_in(), K + 2);
+    let again = h.send(None);
+    assert_eq!(again.k, K + 3, "it registers again in the same interval");
+    let into = h.server_us(again.at) - ((K + 3) * L_MS * 1000) as i64;
+    assert!(into >= 150_000, "no earlier than G into K+3: {into} us");
+    h.deliver(&again, again.at + ms(1), again.at + ms(2), 0, 1);
+    assert!(h.events().is_empty(), "a renewal yields nothing");
+    assert!(lease.deadline() > deadline, "renewed by the second reply");
+    assert_eq!(lease.renewed_in(), K + 3);
+}
+
+/// Rule 17 for grants: the agreeing reply that would grant executed early,
+/// so the lease comes only from the registration sent again later in the
+/// same interval. The negative control grants from the early reply.
+#[test]
+fn an_early_reply_grants_nothing_until_the_second_registration() {
+    for sabotage in [false, true] {
+        let ms = Duration::from_millis;
+        let mut h = Harness::new(Mode::Ranked);
+        let options = Options {
+            sabotage_grant_from_early_registration: sabotage,
+            ..Options::new("g", Duration::from_millis(L_MS))
+        };
+        h.w = Worker::new(
+            &options,
+            Token::from_bits_same_worker_if_reused(1 << 100),
+            h.t0,
+        )
+        .unwrap();
+        let probe = h.send(Some(ms(0)));
+        h.deliver(&probe, ms(1), ms(2), 0, 0);
+        let first = h.send(None);
+        h.deliver(&first, first.at + ms(1), first.at + ms(2), -1, 0);
+        let second = h.send(None);
+        h.deliver(&second, second.at + ms(1), second.at + ms(2), 0, 1);
+        let third = h.send(None);
+        assert_eq!(third.k, K + 2);
+        h.offset_us -= 100_000;
+        h.deliver(&third, third.at + ms(1), third.at + ms(2), 0, 1);
+        let events = h.events();
+        let granted = events.iter().any(|e| held(e).is_some());
+        assert_eq!(granted, sabotage, "{events:?}");
+        if sabotage {
+            continue;
+        }
+        let again = h.send(None);
+        assert_eq!(again.k, K + 2);
+        h.deliver(&again, again.at + ms(1), again.at + ms(2), 0, 1);
+        let events = h.events();
+        assert!(
+            matches!(events.as_slice(), [e] if held(e).is_some_and(|l| l.token() == K + 2)),
+            "{events:?}"
+        );
+    }
+}
+
+/// Rule 10: after a stand-down, nothing read before the step certifies a
+/// grant. The reply of a registration that executed before a detected jump
+/// and arrives after the stand-down is ignored; without that (the negative
+/// control) it seeds the memory and the next reply grants at once.
+#[test]
+fn after_a_stand_down_replies_of_earlier_requests_seed_nothing() {
+    for sabotage in [false, true] {
+        let ms = Duration::from_millis;
+        let options = Options {
+            sabotage_keep_requests_across_stand_down: sabotage,
+            ..Options::new("g", Duration::from_millis(L_MS))
+        };
+        let (mut h, lease) = settled_with(&options);
+        // The shape of the trace in docs/protocol.md (rule 17): K+3's
+        // registration is held in the network and executes 0.35 L later;
+        // its reply comes back only after the step below.
+        let fourth = h.send(None);
+        assert_eq!(fourth.k, K + 3);
+        let slow = h.reply(&fourth, fourth.at + ms(350), 0, 1);
+        // It times out; the retry, sent near the end of the band and slow
+        // too (45 ms to execute), finds that the server clock stepped
+        // 0.149 L ahead meanwhile: it executes in K+4, a wrong-interval
+        // answer whose precise sample shows the jump.
+        let k3 = (K + 3) * L_MS * 1000;
+        let local_of =
+            |h: &Harness, server: u64| Duration::from_micros(server - h.offset_us as u64);
+        h.w.handle_timeout(h.at(local_of(&h, k3 + 800_000)));
+        let retry = h.send(None);
+        assert_eq!(retry.k, K + 3);
+        h.offset_us += 149_000;
+        let exec = retry.at + ms(45);
+        h.deliver(&retry, exec, exec + ms(2), 0, 0);
+        let events = h.events();
+        assert!(
+            matches!(events.as_slice(), [e] if idle(e).is_some_and(|i| i.reason == IdleReason::ServerClock && i.ended.as_ref() == Some(&lease))),
+            "{events:?}"
+        );
+        // The reply from before the step arrives now.
+        let late = exec + ms(3);
+        h.last = late;
+        h.w.handle_reply(h.at(late), fourth.id, &slow).unwrap();
+        // The registrations in K+4 (the re-aim fires at once, so early, then
+        // again from G into K+4, rule 17) agree with K+3's reading, if that
+        // reading was kept.
+        let mut granted = false;
+        for _ in 0..2 {
+            let next = h.send(None);
+            if next.k != K + 4 {
+                break;
+            }
+            h.deliver(&next, next.at + ms(1), next.at + ms(2), 0, 1);
+            granted |= h.events().iter().any(|e| held(e).is_some());
+        }
+        assert_eq!(granted, sabotage, "sabotage {sabotage}");
+    }
 }

@@ -20,8 +20,10 @@ pub struct Faults {
     /// Every fault under which exclusivity is claimed for the run's mode:
     /// latency up to and beyond the gap, spikes, fast errors, lost requests
     /// and replies, duplicated requests, pauses longer than the gap, forward
-    /// server-clock steps smaller than half the gap, and (`Ranked` only)
-    /// server restarts.
+    /// server-clock steps smaller than the gap (up to 0.95 `G`, at most one
+    /// in any three intervals, so that the steps during one lease sum to less
+    /// than `G`: rule 17 of docs/protocol.md), and (`Ranked` only) server
+    /// restarts.
     pub within_guarantee: bool,
     /// Server restarts in `Arrival` mode, which are outside its guarantee: a
     /// restart inside an interval lets a registrant from before it and one
@@ -122,6 +124,7 @@ pub fn random_run(cfg: &RunConfig) -> Result<RunReport, OptionsError> {
         alive.push(sim.schedule_join(t));
     }
     let max = cfg.workers.max(1) * 2;
+    let mut last_step: Option<u32> = None;
     for m in 2..cfg.intervals {
         if cfg.churn {
             if alive.len() < max && rng.random_bool(0.06) {
@@ -157,9 +160,15 @@ pub fn random_run(cfg: &RunConfig) -> Result<RunReport, OptionsError> {
                 let d = g.mul_f64(rng.random_range(1.0..3.0));
                 sim.schedule(at(m, rng.random()), Action::Pause(d));
             }
-            if rng.random_bool(0.01) {
-                let step = (g.as_micros() as f64 * rng.random_range(0.0..0.5)) as i64;
-                sim.schedule(at(m, rng.random()), Action::ClockStep(step));
+            // Rule 17 absorbs forward steps that sum to less than `G` over
+            // the life of a lease (at most two intervals): steps up to 0.95 G,
+            // at most one in any three intervals.
+            let step = rng.random_bool(0.01);
+            let size = (g.as_micros() as f64 * rng.random_range(0.0..0.95)) as i64;
+            let when = rng.random();
+            if step && last_step.is_none_or(|last| m >= last + 3) {
+                sim.schedule(at(m, when), Action::ClockStep(size));
+                last_step = Some(m);
             }
         }
         if cfg.faults.clock_jumps && rng.random_bool(0.02) {
