@@ -1,7 +1,8 @@
 //! # lease-sim
 //!
 //! A deterministic simulator for [`lease_core`]: a virtual clock, a simulated
-//! Redis that runs both registration scripts' semantics ([`SimStore`]), a
+//! Redis that runs the semantics of both registration scripts and of the
+//! leave script ([`SimStore`]), a
 //! network with latency, loss and duplicates ([`Network`]), workers with
 //! offset and drifting local clocks that join, leave, crash, stall and
 //! cancel, and server faults (restarts, pauses, clock steps, lost writes).
