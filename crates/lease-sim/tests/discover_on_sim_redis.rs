@@ -89,6 +89,7 @@ async fn a_graceful_leave_through_lease_redis_hands_over_one_interval_sooner() {
     history
         .lock()
         .unwrap()
+        .records
         .push(Record::leave("w2", LeaveHow::Cancel, us(15.5)));
     // The departed's stream ends once its lease has drained.
     tokio::time::timeout_at(at(18.0), workers.remove(2))
@@ -102,7 +103,7 @@ async fn a_graceful_leave_through_lease_redis_hands_over_one_interval_sooner() {
     for worker in workers {
         worker.await.unwrap();
     }
-    let records = history.lock().unwrap().clone();
+    let records = history.lock().unwrap().records.clone();
     let summary = check(&records, Some(us(21.0)));
     assert!(summary.is_ok(), "{summary}");
 

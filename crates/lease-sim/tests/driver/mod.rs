@@ -26,7 +26,7 @@ use lease_core::ownership::Mapping;
 use lease_core::{
     Assignment, Event, IdleReason, Lease, Mode, Options, RequestId, Tasks, Token, Worker,
 };
-use lease_history::{self as checker, LeaveHow, Part, Record, Summary};
+use lease_history::{self as checker, LeaveHow, Part, PartEnd, Record, Summary};
 use lease_sim::SimStore;
 
 /// Interval length `L`, in microseconds.
@@ -974,11 +974,15 @@ impl<N: Net> Driver<N> {
                     .push(Record::release(Self::name(w), lease.i(), lease.n(), at));
             }
             if let Some(tasks) = self.procs[w].held_tasks.take() {
-                let live: Vec<(u64, Part)> = tasks
+                let live: Vec<PartEnd> = tasks
                     .leases()
                     .iter()
                     .zip(tasks.history_parts())
-                    .map(|(l, p)| (self.true_of(l.deadline()), Part::from(p)))
+                    .map(|(l, p)| PartEnd {
+                        part: Part::from(p),
+                        end_us: self.true_of(l.deadline()),
+                        renewed: Some(l.renewed_in()),
+                    })
                     .collect();
                 let mapping = history_mapping(tasks.mapping());
                 self.history

@@ -24,7 +24,7 @@ pub(crate) type History = Arc<Mutex<Lines>>;
 /// crashed worker's lease on its behalf: a `leave` ends nothing).
 #[derive(Default)]
 pub(crate) struct Lines {
-    records: Vec<Record>,
+    pub(crate) records: Vec<Record>,
     held: HashMap<String, Lease>,
 }
 
