@@ -151,7 +151,7 @@ mod tests {
         );
         assert_eq!(
             Script::for_mode(Mode::Ranked).sha1(),
-            "898349a06a2bee902d7e2e01cf191c6f55d12a0e"
+            "49a2c88773fd03547541a3229f30074d230b7b83"
         );
     }
 

@@ -7,13 +7,19 @@
 --   a token that was in closed k-1: its position there (an integer);
 --   a returnee (not in k-1): 2^32 + its sent position + 0.5;
 --   a newcomer: 2^53.
--- Positions in a closed set of size s: a member whose score is an integer
--- p < s keeps p (a keeper); the others (fillers: carried p >= s, then
--- returnees by sent position, then newcomers, ties by token) take the free
--- positions in ascending order. Keepers' scores all lie below every
--- filler's, so a filler's rank among the fillers is its rank minus the
--- number of keepers. In a settled group every member is a keeper, and this
--- costs one ZSCORE and one ZCARD.
+-- Positions in a closed set of size s: the first member (in the set's
+-- order: by score, ties by token) with an integer score p, 0 <= p < s,
+-- keeps p (a keeper). Every other member is a filler, and the fillers, in
+-- the set's order (later members with a keeper's score, then carried
+-- p >= s, then returnees by sent position, then newcomers), take the free
+-- positions in ascending order. So the positions are a permutation of 0..s
+-- whatever the scores: the two versions of an interval reopened by a
+-- backward clock step (rule 10) can carry one position to two members of
+-- the next set, and only one of them keeps it. A filler whose score is
+-- s or more ranks after every member below s, so its rank among the
+-- fillers is its rank minus the number of keepers. In a settled group every
+-- member is a keeper, and this costs one ZCARD, one ZSCORE and one
+-- ZRANGEBYSCORE returning one member (is it the first with its score?).
 -- Reply: {1, k, sec, usec, position of the token in k-1 or -1, size of k-1}
 local size = redis.call('ZCARD', KEYS[2])
 local position = -1
@@ -21,15 +27,34 @@ local carried = redis.call('ZSCORE', KEYS[2], ARGV[5])
 if carried then
   carried = tonumber(carried)
   if carried >= 0 and carried < size and carried == math.floor(carried) then
-    position = carried
-  else
-    local rank = redis.call('ZRANK', KEYS[2], ARGV[5])
-    local keepers = redis.call('ZRANGEBYSCORE', KEYS[2], 0, '(' .. size, 'WITHSCORES')
-    local kept = {}
-    for i = 2, #keepers, 2 do
-      kept[tonumber(keepers[i])] = true
+    local first = redis.call('ZRANGEBYSCORE', KEYS[2], carried, carried, 'LIMIT', 0, 1)
+    if first[1] == ARGV[5] then
+      position = carried
     end
-    local j = rank - #keepers / 2
+  end
+  if position < 0 then
+    -- The members with scores below s, in order: the first of each integer
+    -- score p >= 0 keeps p, the rest are the first fillers.
+    local low = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. size, 'WITHSCORES')
+    local kept = {}
+    local keepers = 0
+    local fillers = 0
+    local j = nil
+    for i = 1, #low, 2 do
+      local p = tonumber(low[i + 1])
+      if p >= 0 and p == math.floor(p) and not kept[p] then
+        kept[p] = true
+        keepers = keepers + 1
+      else
+        if low[i] == ARGV[5] then
+          j = fillers
+        end
+        fillers = fillers + 1
+      end
+    end
+    if not j then
+      j = redis.call('ZRANK', KEYS[2], ARGV[5]) - keepers
+    end
     for p = 0, size - 1 do
       if not kept[p] then
         if j == 0 then
