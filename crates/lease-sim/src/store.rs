@@ -794,7 +794,9 @@ mod tests {
         .map(|(s, m)| (s, m.clone()))
         .collect();
         let positions = |sabotage| -> Vec<Option<usize>> {
-            t.iter().map(|tok| hole_filled(&set, tok, sabotage)).collect()
+            t.iter()
+                .map(|tok| hole_filled(&set, tok, sabotage))
+                .collect()
         };
         // Keepers t1 (0) and t0 (3); free 1, 2, 4, 5 go to the fillers in
         // order: t3, t2, t5, t4.
@@ -810,7 +812,10 @@ mod tests {
             ..PositionSabotage::default()
         });
         assert_eq!(shared, [3, 0, 3, 0, 2, 1].map(Some));
-        assert_eq!(hole_filled(&set, &"f".repeat(32), PositionSabotage::default()), None);
+        assert_eq!(
+            hole_filled(&set, &"f".repeat(32), PositionSabotage::default()),
+            None
+        );
     }
 
     #[test]
