@@ -13,10 +13,14 @@
 //! time). Revision 2 is also measured with `F` of the `N` as fillers (carried
 //! positions out of range after `F` departures), the slower path: each
 //! filler reads the keepers' scores, O(N), in the one closed interval after
-//! a change.
+//! a change. Revision 2 without rule 15's duplicate clause (every member
+//! carrying a position keeps it, `ranked-duplicates-keep.lua`) is measured
+//! on the settled set too: the clause adds one `ZRANGEBYSCORE p p LIMIT 0 1`
+//! to a keeper's path, and the last column is its cost.
 //!
-//! Usage: `redis-script-cost [--calls C] [--members N] [--fillers F]`
-//! (defaults 3,000 per token, 16 members, 4 fillers).
+//! Usage: `redis-script-cost [--calls C] [--members N] [--fillers F]
+//! [--rounds R]` (defaults 3,000 per token, 16 members, 4 fillers, 2
+//! interleaved rounds).
 
 use lease_bench::redis::{command_stats, reset_stats, server_version};
 use lease_bench::{Table, header, load_average};
@@ -27,6 +31,10 @@ const L_MS: u64 = 86_400_000;
 
 /// Revision 1 of the Ranked counting part (before rule 15).
 const REVISION_1: &str = include_str!("ranked-revision-1.lua");
+
+/// Revision 2 without rule 15's duplicate clause (not exclusive after a
+/// backward clock step; measured only).
+const DUPLICATES_KEEP: &str = include_str!("ranked-duplicates-keep.lua");
 
 fn sha1(server: &RedisServer, source: &str) -> String {
     let v = server.command(&["SCRIPT", "LOAD", source]).expect("load");
@@ -96,26 +104,30 @@ fn main() {
     let mut calls = 3_000usize;
     let mut n = 16usize;
     let mut fillers = 4usize;
+    let mut rounds = 2usize;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--calls" => calls = args.next().and_then(|s| s.parse().ok()).unwrap_or(calls),
             "--members" => n = args.next().and_then(|s| s.parse().ok()).unwrap_or(n),
             "--fillers" => fillers = args.next().and_then(|s| s.parse().ok()).unwrap_or(fillers),
+            "--rounds" => rounds = args.next().and_then(|s| s.parse().ok()).unwrap_or(rounds),
             other => {
                 eprintln!("unknown argument {other}");
                 std::process::exit(2);
             }
         }
     }
-    if n == 0 || fillers > n {
-        eprintln!("--members must be at least 1 and --fillers at most --members");
+    if n == 0 || fillers > n || rounds == 0 {
+        eprintln!(
+            "--members and --rounds must be at least 1 and --fillers at most --members"
+        );
         std::process::exit(2);
     }
     header(
         &format!("Real Redis: Ranked script CPU per registration, revision 2 against 1 (n = {n})"),
         &format!(
-            "cargo run --release -p lease-bench --bin redis-script-cost -- --calls {calls} --members {n} --fillers {fillers}"
+            "cargo run --release -p lease-bench --bin redis-script-cost -- --calls {calls} --members {n} --fillers {fillers} --rounds {rounds}"
         ),
     );
     let server = RedisServer::start().expect("redis-server");
@@ -124,6 +136,7 @@ fn main() {
     let prelude = include_str!("../../../lease-core/src/scripts/prelude.lua");
     let old = sha1(&server, &format!("{prelude}{REVISION_1}"));
     let new = sha1(&server, Script::for_mode(Mode::Ranked).source());
+    let shared = sha1(&server, &format!("{prelude}{DUPLICATES_KEEP}"));
     let settled_v1: Vec<String> = (0..n)
         .map(|r| format!("{}", (r as f64 + 0.5) / n as f64))
         .collect();
@@ -144,10 +157,12 @@ fn main() {
         "closed set",
         "usec per registration",
         "ratio to revision 1",
+        "ratio to revision 2 without the duplicate clause",
     ]);
     let mut rows = Vec::new();
-    // Interleaved twice, so drift in the machine's load shows.
-    for round in 0..2 {
+    // Interleaved, so drift in the machine's load shows.
+    for round in 0..rounds {
+        let rules = "2:86400000:ranked:modulo";
         let a = measure(
             &server,
             &old,
@@ -156,11 +171,19 @@ fn main() {
             &settled_v1,
             calls,
         );
+        let d = measure(
+            &server,
+            &shared,
+            &format!("shared{round}"),
+            rules,
+            &settled_v2,
+            calls,
+        );
         let b = measure(
             &server,
             &new,
             &format!("new{round}"),
-            "2:86400000:ranked:modulo",
+            rules,
             &settled_v2,
             calls,
         );
@@ -168,35 +191,50 @@ fn main() {
             &server,
             &new,
             &format!("holes{round}"),
-            "2:86400000:ranked:modulo",
+            rules,
             &holes_v2,
             calls,
         );
-        rows.push((a, b, c));
+        rows.push((a, d, b, c));
     }
-    for (round, (a, b, c)) in rows.iter().enumerate() {
+    for (round, (a, d, b, c)) in rows.iter().enumerate() {
+        let round = round + 1;
         table.row([
-            format!("revision 1 (round {})", round + 1),
+            format!("revision 1 (round {round})"),
             format!("settled, {n}"),
             format!("{a:.2}"),
             "1.00".into(),
+            String::new(),
         ]);
         table.row([
-            format!("revision 2 (round {})", round + 1),
+            format!("revision 2 without the duplicate clause (round {round})"),
+            format!("settled, {n}"),
+            format!("{d:.2}"),
+            format!("{:.2}", d / a),
+            "1.00".into(),
+        ]);
+        table.row([
+            format!("revision 2 (round {round})"),
             format!("settled, {n}"),
             format!("{b:.2}"),
             format!("{:.2}", b / a),
+            format!("{:.3}", b / d),
         ]);
         table.row([
-            format!("revision 2 (round {})", round + 1),
+            format!("revision 2 (round {round})"),
             format!("{fillers} of {n} fill holes"),
             format!("{c:.2}"),
             format!("{:.2}", c / a),
+            String::new(),
         ]);
     }
+    let settled: Vec<f64> = rows.iter().map(|(_, d, b, _)| b / d).collect();
+    let mean = settled.iter().sum::<f64>() / settled.len() as f64;
     table.print();
     println!(
-        "{} registrations per row; usec from INFO commandstats (EVALSHA).",
+        "{} registrations per row; usec from INFO commandstats (EVALSHA). Settled, revision 2 \
+         against revision 2 without the duplicate clause: {mean:.3} on average over {rounds} \
+         rounds.",
         calls * n
     );
 }
