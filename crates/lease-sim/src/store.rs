@@ -448,7 +448,9 @@ fn keepable(score: f64, s: usize) -> bool {
 /// closed set `set` (Redis order) of size `s`. The first member with an
 /// integer score `p < s` keeps `p`; the others, in the set's order, take
 /// the free positions in ascending order, so the positions are a
-/// permutation of `0..s`.
+/// permutation of `0..s`. The script tries the position the worker sent
+/// first (its score in a settled group); that only picks its path, so it
+/// is not an input here.
 fn hole_filled(set: &[(f64, String)], token: &str, sabotage: PositionSabotage) -> Option<usize> {
     let s = set.len();
     let rank = set.iter().position(|(_, m)| m == token)?;

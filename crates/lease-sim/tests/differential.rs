@@ -216,6 +216,11 @@ struct Tally {
     shapes: BTreeMap<Shape, u64>,
     /// Fillers (of any kind) given a position.
     filled: u64,
+    /// Keepers that sent another last position than their score (the
+    /// script's first try misses), and members carrying a keeper's position
+    /// that sent it (the first try finds the keeper, not them).
+    keepers_sending_other: u64,
+    duplicates_sending_score: u64,
     arrivals: u64,
     wrong_interval: u64,
     refused: u64,
@@ -524,6 +529,7 @@ impl Harness {
                 self.now_us = r[2] * 1_000_000 + r[3];
             }
             let shape = self.classify(op);
+            let sent_score = self.sends_its_score(op);
             let keys = op.keys();
             let args = op.args();
             let k = [keys[0].as_str(), keys[1].as_str(), keys[2].as_str()];
@@ -538,16 +544,39 @@ impl Harness {
             assert_eq!(real, sim, "{}: {op:?}: replies differ", self.context);
             let (states, dbsize) = parse_dump(dump);
             self.compare_keys(&states, dbsize, &format!("after {op:?}"));
-            self.count(op, shape, &real, &states);
+            self.count(op, shape, sent_score, &real, &states);
             replies.push(real);
         }
         replies
+    }
+
+    /// Whether a ranked registration sends, as its last position, the
+    /// digits of its own score in the closed set: the path `ranked.lua`
+    /// tries first (the store does not look at it).
+    fn sends_its_score(&self, op: &Op) -> bool {
+        let Op::Register {
+            mode: Mode::Ranked,
+            token,
+            sent,
+            ..
+        } = op
+        else {
+            return false;
+        };
+        let closed = &op.keys()[1];
+        !sent.is_empty()
+            && sent.bytes().all(|b| b.is_ascii_digit())
+            && self.store.scores(closed).is_some_and(|set| {
+                set.iter()
+                    .any(|(s, m)| m == token && sent.parse::<f64>() == Ok(*s))
+            })
     }
 
     fn count(
         &mut self,
         op: &Op,
         shape: Option<Shape>,
+        sent_score: bool,
         reply: &Result<Vec<i64>, String>,
         after: &[KeyState],
     ) {
@@ -588,6 +617,11 @@ impl Harness {
             (1, Op::Register { .. }) => {
                 let shape = shape.expect("a ranked registration");
                 *t.shapes.entry(shape).or_default() += 1;
+                match (shape, sent_score) {
+                    (Shape::Keeper, false) => t.keepers_sending_other += 1,
+                    (Shape::DuplicateKeeper, true) => t.duplicates_sending_score += 1,
+                    _ => {}
+                }
                 if shape > Shape::Keeper && shape < Shape::Returnee && r[4] >= 0 {
                     t.filled += 1;
                 }
@@ -1017,6 +1051,14 @@ fn the_store_and_the_scripts_agree_on_every_reply_and_key() {
         ("newcomers", shape(Shape::Newcomer)),
         ("repeats", shape(Shape::Repeat)),
         ("fillers given a position", t.filled),
+        (
+            "keepers sending another position than their score",
+            t.keepers_sending_other,
+        ),
+        (
+            "later members carrying a keeper's position that sent it",
+            t.duplicates_sending_score,
+        ),
         ("arrivals", t.arrivals),
         ("wrong-interval answers", t.wrong_interval),
         ("refusals", t.refused),

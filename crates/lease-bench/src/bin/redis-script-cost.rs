@@ -10,7 +10,10 @@
 //! is set, and each of the `N` tokens registers `--calls` times into the open
 //! interval (after the first, `ZADD NX` changes nothing, as in a settled
 //! group's retries and re-registrations; the reads are the same every
-//! time). Revision 2 is also measured with `F` of the `N` as fillers (carried
+//! time), sending the position a worker would send. The scripts take turns
+//! pass by pass (one registration of every token), and the `EVALSHA` totals
+//! are read after every pass, so a change of the machine's load falls on
+//! all of them alike; each round starts on fresh keys. Revision 2 is also measured with `F` of the `N` as fillers (carried
 //! positions out of range after `F` departures), the slower path: each
 //! filler reads the keepers' scores, O(N), in the one closed interval after
 //! a change. Revision 2 without rule 15's duplicate clause (every member
@@ -47,48 +50,70 @@ fn interval(server: &RedisServer) -> u64 {
     t[0].parse::<u64>().unwrap() * 1000 / L_MS
 }
 
-/// Runs `calls` registrations per token; returns usec per call.
-fn measure(
-    server: &RedisServer,
-    sha: &str,
-    group: &str,
-    rules: &str,
-    scores: &[String],
-    calls: usize,
-) -> f64 {
-    let k = interval(server);
-    let open = format!("{{{group}}}:{k}");
-    let closed = format!("{{{group}}}:{}", k - 1);
-    let record = format!("{{{group}}}:rules");
-    let tokens: Vec<String> = (0..scores.len())
-        .map(|x| format!("{:032x}", 0x1000 + x))
-        .collect();
-    for (score, token) in scores.iter().zip(&tokens) {
-        server.command(&["ZADD", &closed, score, token]).unwrap();
+/// One script on one closed set, ready to register into the open interval.
+struct Variant {
+    sha: String,
+    open: String,
+    closed: String,
+    record: String,
+    rules: String,
+    k: u64,
+    tokens: Vec<String>,
+    /// The last position each token sends: the integer part of its score.
+    /// In revision 2 that is what a worker sends (the position its
+    /// registration in the closed interval was answered with, carried as
+    /// its score there).
+    sent: Vec<String>,
+}
+
+impl Variant {
+    /// Lays out the closed set `scores` and the rules record for group
+    /// `group`, and registers each token once (the first `ZADD` into the
+    /// open set).
+    fn new(server: &RedisServer, sha: &str, group: &str, rules: &str, scores: &[String]) -> Self {
+        let k = interval(server);
+        let v = Variant {
+            sha: sha.to_owned(),
+            open: format!("{{{group}}}:{k}"),
+            closed: format!("{{{group}}}:{}", k - 1),
+            record: format!("{{{group}}}:rules"),
+            rules: rules.to_owned(),
+            k,
+            tokens: (0..scores.len())
+                .map(|x| format!("{:032x}", 0x1000 + x))
+                .collect(),
+            sent: scores
+                .iter()
+                .map(|s| format!("{}", s.parse::<f64>().unwrap_or(-1.0).floor()))
+                .collect(),
+        };
+        for (score, token) in scores.iter().zip(&v.tokens) {
+            server.command(&["ZADD", &v.closed, score, token]).unwrap();
+        }
+        server.command(&["SET", &v.record, rules]).unwrap();
+        v.pass(server);
+        v
     }
-    server.command(&["SET", &record, rules]).unwrap();
-    let args_for = |token: &str, sent: &str| {
-        vec![
-            L_MS.to_string(),
-            (3 * L_MS).to_string(),
-            k.to_string(),
-            rules.to_owned(),
-            token.to_owned(),
-            sent.to_owned(),
-        ]
-    };
-    // Warm up (and the first ZADD into the open set).
-    for token in &tokens {
-        let args = args_for(token, "0");
-        let mut cmd: Vec<&str> = vec!["EVALSHA", sha, "3", &open, &closed, &record];
-        cmd.extend(args.iter().map(String::as_str));
-        server.command(&cmd).unwrap();
-    }
-    reset_stats(server);
-    for _ in 0..calls {
-        for token in &tokens {
-            let args = args_for(token, "0");
-            let mut cmd: Vec<&str> = vec!["EVALSHA", sha, "3", &open, &closed, &record];
+
+    /// Each token registers once.
+    fn pass(&self, server: &RedisServer) {
+        for (token, sent) in self.tokens.iter().zip(&self.sent) {
+            let args = [
+                L_MS.to_string(),
+                (3 * L_MS).to_string(),
+                self.k.to_string(),
+                self.rules.clone(),
+                token.clone(),
+                sent.clone(),
+            ];
+            let mut cmd: Vec<&str> = vec![
+                "EVALSHA",
+                &self.sha,
+                "3",
+                &self.open,
+                &self.closed,
+                &self.record,
+            ];
             cmd.extend(args.iter().map(String::as_str));
             let r = server.command(&cmd).unwrap();
             let r: Vec<i64> = redis::from_redis_value(r).unwrap();
@@ -96,8 +121,29 @@ fn measure(
             assert!(r[4] >= 0, "{r:?}");
         }
     }
-    let (calls, usec) = command_stats(server, "evalsha");
-    usec as f64 / calls.max(1) as f64
+}
+
+/// Runs `calls` passes of every variant, interleaved pass by pass (so load
+/// on the machine falls on all alike), and returns each one's usec per
+/// registration, from the `EVALSHA` totals read after every pass.
+fn measure(server: &RedisServer, variants: &[Variant], calls: usize) -> Vec<f64> {
+    let mut usec = vec![0u64; variants.len()];
+    let mut count = vec![0u64; variants.len()];
+    reset_stats(server);
+    let mut last = command_stats(server, "evalsha");
+    for _ in 0..calls {
+        for (i, v) in variants.iter().enumerate() {
+            v.pass(server);
+            let now = command_stats(server, "evalsha");
+            count[i] += now.0 - last.0;
+            usec[i] += now.1 - last.1;
+            last = now;
+        }
+    }
+    usec.iter()
+        .zip(&count)
+        .map(|(&u, &c)| u as f64 / c.max(1) as f64)
+        .collect()
 }
 
 fn main() {
@@ -119,9 +165,7 @@ fn main() {
         }
     }
     if n == 0 || fillers > n || rounds == 0 {
-        eprintln!(
-            "--members and --rounds must be at least 1 and --fillers at most --members"
-        );
+        eprintln!("--members and --rounds must be at least 1 and --fillers at most --members");
         std::process::exit(2);
     }
     header(
@@ -160,42 +204,28 @@ fn main() {
         "ratio to revision 2 without the duplicate clause",
     ]);
     let mut rows = Vec::new();
-    // Interleaved, so drift in the machine's load shows.
+    let rules = "2:86400000:ranked:modulo";
     for round in 0..rounds {
-        let rules = "2:86400000:ranked:modulo";
-        let a = measure(
-            &server,
-            &old,
-            &format!("old{round}"),
-            "1:86400000:ranked:modulo",
-            &settled_v1,
-            calls,
-        );
-        let d = measure(
-            &server,
-            &shared,
-            &format!("shared{round}"),
-            rules,
-            &settled_v2,
-            calls,
-        );
-        let b = measure(
-            &server,
-            &new,
-            &format!("new{round}"),
-            rules,
-            &settled_v2,
-            calls,
-        );
-        let c = measure(
-            &server,
-            &new,
-            &format!("holes{round}"),
-            rules,
-            &holes_v2,
-            calls,
-        );
-        rows.push((a, d, b, c));
+        let variants = [
+            Variant::new(
+                &server,
+                &old,
+                &format!("old{round}"),
+                "1:86400000:ranked:modulo",
+                &settled_v1,
+            ),
+            Variant::new(
+                &server,
+                &shared,
+                &format!("shared{round}"),
+                rules,
+                &settled_v2,
+            ),
+            Variant::new(&server, &new, &format!("new{round}"), rules, &settled_v2),
+            Variant::new(&server, &new, &format!("holes{round}"), rules, &holes_v2),
+        ];
+        let m = measure(&server, &variants, calls);
+        rows.push((m[0], m[1], m[2], m[3]));
     }
     for (round, (a, d, b, c)) in rows.iter().enumerate() {
         let round = round + 1;
