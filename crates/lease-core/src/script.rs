@@ -151,7 +151,7 @@ mod tests {
         );
         assert_eq!(
             Script::for_mode(Mode::Ranked).sha1(),
-            "49a2c88773fd03547541a3229f30074d230b7b83"
+            "67f815734c2d7bf7f14b7a1d8ff5df98b6c3a2db"
         );
     }
 

@@ -1149,7 +1149,8 @@ fn a_backward_step_that_reopens_an_interval_never_hands_one_position_to_two_work
 /// every interval after closed 4. C is granted `(0, 2)` from 5, A (whose
 /// fence, its newest interval before the step, 4, holds it off until 7)
 /// from 7, and both hold it to the end of the run; the driver's direct
-/// check and the history checker catch it.
+/// check and the history checker catch it, and the search finds the
+/// schedule by itself.
 #[test]
 fn duplicate_keepers_hand_one_position_to_two_workers_and_are_caught() {
     for incremental in [false, true] {
@@ -1163,4 +1164,33 @@ fn duplicate_keepers_hand_one_position_to_two_workers_and_are_caught() {
         assert_eq!((o[0].a, o[0].b, o[0].end), (0, 2, 8 * L));
         assert!(!leaf.outcome.summary.is_ok());
     }
+    // The search finds it by itself, in a small tree around it (the step
+    // alone, three fates for both survivors in 3 and 4), and finds nothing
+    // there with the clause.
+    const FATES: [Fate; 3] = [Fate::Prompt, Fate::RequestLost, Fate::Straddle];
+    let mut fixed = departure(Mode::Ranked, false, 3..5, &FATES);
+    fixed.steps = vec![Some(ClockStep {
+        at: 4 * L + L / 20,
+        by: -2 * fixed.g() as i64,
+    })];
+    assert_eq!(fixed.expected_leaves(), 81);
+    let broken = Scenario {
+        sabotage_duplicates: true,
+        ..fixed.clone()
+    };
+    let found = search(&broken);
+    assert_eq!(found.leaves, 81);
+    let first = found.first.expect("a schedule that breaks exclusivity");
+    assert!(found.backward_large >= 1, "{first}");
+    assert!(
+        first.contains("w0@3L:request-lost w2@3L:straddle"),
+        "{first}"
+    );
+    let clean = search(&fixed);
+    assert_eq!(
+        (clean.leaves, clean.backward_large),
+        (81, 0),
+        "{:?}",
+        clean.first
+    );
 }

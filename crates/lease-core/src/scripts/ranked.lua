@@ -18,8 +18,8 @@
 -- the next set, and only one of them keeps it. A filler whose score is
 -- s or more ranks after every member below s, so its rank among the
 -- fillers is its rank minus the number of keepers. In a settled group every
--- member is a keeper, and this costs one ZCARD and one ZRANGEBYSCORE
--- returning one member (is it the first with the score it sent?).
+-- member is a keeper, and this costs one ZCARD and one ZRANGEBYSCORE of
+-- the score it sent (is it the first member with that score?).
 -- Reply: {1, k, sec, usec, position of the token in k-1 or -1, size of k-1}
 local size = redis.call('ZCARD', KEYS[2])
 local position = -1
@@ -28,13 +28,15 @@ local position = -1
 -- with it is this token, the token is a keeper there. The sent value only
 -- picks the path: a keeper found through it has that score, so the
 -- position is the same function of the closed set either way. Scores go to
--- Redis as the strings they came in (the sent digits, ZSCORE's reply):
--- a Lua number argument costs a conversion on every call.
+-- Redis as the strings they came in (the sent digits, ZSCORE's reply): a
+-- Lua number argument costs a conversion on every call. No LIMIT: a score
+-- is normally carried by one member (more only after a backward step), and
+-- LIMIT's arguments cost more than the members they would leave out.
 local hint = nil
 if ARGV[6] and string.find(ARGV[6], '^%d+$') then
   hint = tonumber(ARGV[6])
   if hint < size then
-    local first = redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[6], ARGV[6], 'LIMIT', '0', '1')
+    local first = redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[6], ARGV[6])
     if first[1] == ARGV[5] then
       position = hint
     end
@@ -46,7 +48,7 @@ if position < 0 then
     local carried = tonumber(raw)
     local whole = carried >= 0 and carried < size and carried == math.floor(carried)
     if whole and carried ~= hint then
-      local first = redis.call('ZRANGEBYSCORE', KEYS[2], raw, raw, 'LIMIT', '0', '1')
+      local first = redis.call('ZRANGEBYSCORE', KEYS[2], raw, raw)
       if first[1] == ARGV[5] then
         position = carried
       end
