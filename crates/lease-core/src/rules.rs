@@ -64,11 +64,11 @@ pub struct GroupRules {
 
 impl GroupRules {
     /// The rules a worker with `options` follows.
-    pub fn of(options: &crate::Options) -> Self {
+    pub fn of<C>(options: &crate::Options<C>) -> Self {
         Self {
             interval_ms: u64::try_from(options.interval.as_millis()).unwrap_or(u64::MAX),
-            mode: options.mode,
-            mapping: options.mapping,
+            mode: options.mode(),
+            mapping: options.mapping(),
         }
     }
 
