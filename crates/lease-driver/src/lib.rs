@@ -44,6 +44,17 @@ mod stream;
 mod tests;
 
 pub use connection::{Command, Connection, Integers, Verb};
+
+/// Every type a user's loop and options name, which each adapter re-exports
+/// (`pub use lease_driver::api::*`) so that one dependency line is enough.
+pub mod api {
+    #[cfg(feature = "stream")]
+    pub use futures_core::Stream;
+    pub use lease_core::{
+        Assignment, Counting, GroupRules, Handover, Identity, Idle, IdleReason, Lease, Mapping,
+        Mode, OptionsError, Pair, Part, PartLease, Ranked, Refusal, TaskDelta,
+    };
+}
 pub use driver::{Driver, MAX_IN_FLIGHT};
 pub use stream::Assignments;
 

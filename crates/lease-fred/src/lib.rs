@@ -35,8 +35,6 @@
 //!             // Check before each task: the lease may run out while a
 //!             // stalled process was not looking.
 //!             Assignment::Held(lease) => consume(move |task_id| lease.owns(task_id)),
-//!             // Incremental handover (HandoverMode::Incremental): a task set.
-//!             Assignment::Tasks(tasks) => consume(move |task_id| tasks.owns(task_id)),
 //!             Assignment::Idle(idle) => eprintln!("idle: {}", idle.reason),
 //!         }
 //!     }
@@ -161,29 +159,22 @@ use tokio_util::task::AbortOnDropHandle;
 /// fred, re-exported so that one dependency line is enough.
 pub use fred;
 pub use futures_util::StreamExt;
-/// The group's options (name, interval, gap, prefix, mode, mapping), with
-/// their builder methods; [`Options`] adds the cancellation token.
-pub use lease_core::Options as GroupOptions;
-pub use lease_core::ownership::Mapping;
-pub use lease_core::{
-    Assignment, GroupRules, Idle, IdleReason, Lease, Mode, OptionsError, Refusal, Slot, Token,
-};
+pub use lease_driver::api::*;
 pub use tokio_util::sync::CancellationToken;
 
-/// Options of one worker: the group's options ([`GroupOptions`]), an
-/// optional [`CancellationToken`], and, for runs that replay, a given
-/// identity.
+/// Options of one worker ([`lease_core::Options`], whose builder methods
+/// and defaults they are), with tokio's [`CancellationToken`] to stand it
+/// down.
 ///
 /// ```
 /// use std::time::Duration;
-/// use lease_fred::{CancellationToken, GroupOptions, Mode, Options};
+/// use lease_fred::{CancellationToken, Options};
 ///
 /// let stop = CancellationToken::new();
-/// let group = GroupOptions::new("mail-sender", Duration::from_secs(5)).with_mode(Mode::Ranked);
-/// let options = Options::from(group).with_cancel(stop.clone());
+/// let options = Options::new("mail-sender", Duration::from_secs(5)).with_cancel(stop.clone());
 /// assert!(options.cancel.is_some());
 /// ```
-pub type Options = lease_driver::Options<CancellationToken>;
+pub type Options = lease_core::Options<CancellationToken>;
 
 /// Starts a worker of the group named in `options` on `client` (already
 /// initialized) and returns its pair stream.
@@ -200,9 +191,11 @@ pub fn discover<C>(client: C, options: Options) -> Result<Discover, OptionsError
 where
     C: LuaInterface + Send + Sync + 'static,
 {
-    let token = options.token_or_random();
+    let identity = options
+        .identity
+        .unwrap_or_else(lease_driver::random_identity);
     let clock = Clock::new(|| tokio::time::Instant::now().into_std());
-    let (driver, stream) = Driver::new(&options.group, token, clock, "fred")?;
+    let (driver, stream) = Driver::new(&options, identity, clock, "fred")?;
     let cancelled = options.cancel.unwrap_or_default().cancelled_owned();
     let sleep_until = |at: Instant| tokio::time::sleep_until(at.into());
     let run = driver.run(Fred(client), sleep_until, cancelled);
