@@ -145,7 +145,7 @@ fn many(args: &SimArgs) -> Result<ExitCode, CliError> {
     for seed in args.seed..args.seed.saturating_add(args.seeds) {
         cfg.seed = seed;
         let s = random_run(&cfg)?.summary;
-        violations += s.violation_count + s.fencing_count + s.anomaly_count;
+        violations += s.violation_count + s.fencing_count + s.anomaly_count + s.interval_end_count;
         coverage += match &s.tasks {
             Some(t) => {
                 task_violations += t.violation_count + t.fencing_count;
