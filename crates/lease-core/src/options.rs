@@ -225,6 +225,11 @@ pub enum NegativeControl {
     /// Rule 14: grant a lease whose drain end has passed, and start a drain
     /// before the reply that starts it.
     GrantPastDrainEnd,
+    /// [`NegativeControl::GrantFromEarlyRegistration`] and
+    /// [`NegativeControl::KeepRequestsAcrossStandDown`] at once: a forward
+    /// step just under the gap that the worker detects overlaps only without
+    /// both rules.
+    EarlyGrantsAndKeptRequests,
 }
 
 /// The longest accepted group name, in bytes.

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use lease_core::{HandoverMode, Mode};
+use lease_core::{Handover, Mode};
 use lease_sim::{Faults, Network, RunConfig, random_run};
 use proptest::prelude::*;
 
@@ -49,9 +49,9 @@ fn config() -> impl Strategy<Value = RunConfig> {
         .prop_flat_map(|(seed, workers, gap, mode, faults, incremental)| {
             // Rule 13 (Ranked only): judged per task by the checker.
             let handover = if incremental && mode == Mode::Ranked {
-                HandoverMode::Incremental
+                Handover::TaskSets
             } else {
-                HandoverMode::Whole
+                Handover::WholePairs
             };
             network(gap).prop_map(move |network| RunConfig {
                 seed,
@@ -88,7 +88,7 @@ proptest! {
         );
         prop_assert_eq!(s.violation_count, 0);
         prop_assert_eq!(s.fencing_count, 0);
-        if cfg.handover == HandoverMode::Incremental {
+        if cfg.handover == Handover::TaskSets {
             let tasks = s.tasks.as_ref().expect("task-set history");
             prop_assert_eq!(tasks.violation_count, 0);
             prop_assert_eq!(tasks.fencing_count, 0);

@@ -71,7 +71,16 @@ impl Config {
     pub(super) fn broken(&self, control: NegativeControl) -> bool {
         #[cfg(feature = "negative-controls")]
         {
-            self.control == Some(control)
+            use NegativeControl::{
+                EarlyGrantsAndKeptRequests, GrantFromEarlyRegistration, KeepRequestsAcrossStandDown,
+            };
+            match self.control {
+                Some(EarlyGrantsAndKeptRequests) => matches!(
+                    control,
+                    GrantFromEarlyRegistration | KeepRequestsAcrossStandDown
+                ),
+                broken => broken == Some(control),
+            }
         }
         #[cfg(not(feature = "negative-controls"))]
         {

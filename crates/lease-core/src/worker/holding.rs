@@ -260,9 +260,17 @@ impl Holding {
             })));
             return;
         }
-        let parts: Vec<PartLease> = self.parts.iter().map(|p| p.lease.clone()).collect();
+        // The value names only the maximal parts: a part inside another one
+        // adds no task, and when the outer one ends the set changes and the
+        // next value names the inner one.
+        let parts: Vec<PartLease> = self
+            .parts
+            .iter()
+            .filter(|p| self.shown.contains(&p.lease.part()))
+            .map(|p| p.lease.clone())
+            .collect();
         let lease = Lease::new(parts, &self.shown_parts, cfg.mapping, since);
-        self.shown_parts = self.parts.iter().map(|p| p.lease.part()).collect();
+        self.shown_parts = lease.parts().iter().map(PartLease::part).collect();
         events.push_back(Event::Assignment(Assignment::Held(lease.clone())));
         self.value = Some(lease);
     }
