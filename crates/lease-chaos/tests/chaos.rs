@@ -205,7 +205,7 @@ fn both_own(harness: &mut Harness, l: Duration) {
     let mut owned = std::collections::BTreeSet::new();
     until(harness, l * 12, |h| {
         if let Happened::Own { id, lease, .. } = h
-            && lease.n() == 2
+            && lease.pair().is_some_and(|p| p.n() == 2)
         {
             owned.insert(*id);
         }

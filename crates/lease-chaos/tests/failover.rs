@@ -206,7 +206,7 @@ fn fred_workers_follow_a_sentinel_failover() {
                 .workers()
                 .filter_map(|w| w.held)
                 .filter(|lease| lease.is_valid_at(now))
-                .map(|lease| (lease.i(), lease.n()))
+                .map(lease_chaos::harness::whole_pair)
                 .collect();
             held.sort_unstable();
             if held == [(0, 3), (1, 3), (2, 3)] {

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use lease_core::{HandoverMode, Mode};
+use lease_core::{Handover, Mode};
 use lease_history::HistoryWriter;
 use lease_sim::{Faults, Network, RunConfig, random_run};
 
@@ -37,11 +37,11 @@ pub(crate) struct SimArgs {
     /// Counting mode: ranked or arrival.
     #[arg(long, default_value = "ranked")]
     mode: Mode,
-    /// Handover mode: whole (the original rule 5) or incremental (rule 13,
-    /// task sets; uses the consistent mapping). Incremental histories are
-    /// judged per task.
-    #[arg(long, default_value = "whole")]
-    handover: HandoverMode,
+    /// Handover (Ranked): task-sets (the default: rule 13 under the
+    /// consistent mapping, histories judged per task) or whole-pairs (rule
+    /// 5, `task.id % n == i`).
+    #[arg(long, default_value = "task-sets")]
+    handover: Handover,
     /// Play this many runs, seeds `seed..seed+seeds`, and print one tally
     /// line instead of each run's (the history is written for single runs
     /// only). Exits 1 if any run has a violation.

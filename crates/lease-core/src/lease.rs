@@ -110,6 +110,7 @@ struct Cell {
 pub struct PartLease {
     part: Part,
     token: u64,
+    mapping: Mapping,
     cell: Arc<Cell>,
 }
 
@@ -125,6 +126,7 @@ impl PartLease {
     pub(crate) fn new(
         part: Part,
         token: u64,
+        mapping: Mapping,
         clock: LocalClock,
         now: Clock,
         deadline: i64,
@@ -132,6 +134,7 @@ impl PartLease {
         Self {
             part,
             token,
+            mapping,
             cell: Arc::new(Cell {
                 clock,
                 now,
@@ -144,6 +147,11 @@ impl PartLease {
     /// The part held.
     pub fn part(&self) -> Part {
         self.part
+    }
+
+    /// Whether task `id` is in the part, valid or not.
+    pub fn covers(&self, id: u64) -> bool {
+        self.part.contains(self.mapping, id)
     }
 
     /// The fencing token: the interval number of the registration that
@@ -412,7 +420,14 @@ mod tests {
     fn clones_share_renewal_and_release() {
         let t0 = Instant::now();
         let clock = LocalClock::new(t0);
-        let part = PartLease::new(Part::whole(pair(1, 3)), 42, clock, Clock::system(), 1_000);
+        let part = PartLease::new(
+            Part::whole(pair(1, 3)),
+            42,
+            Mapping::Modulo,
+            clock,
+            Clock::system(),
+            1_000,
+        );
         let lease = Lease::new(vec![part.clone()], &[], Mapping::Modulo, t0);
         let held = lease.clone();
         assert!(held.is_valid_at(t0 + Duration::from_micros(999)));
@@ -437,6 +452,7 @@ mod tests {
         let part = PartLease::new(
             Part::whole(pair(1, 3)),
             42,
+            Mapping::Modulo,
             LocalClock::new(t0),
             late,
             60_000_000,
@@ -456,10 +472,18 @@ mod tests {
         let m = Mapping::Consistent;
         let clock = LocalClock::new(t0);
         let later = Clock::new(move || t0);
-        let old = PartLease::new(Part::whole(pair(1, 3)), 10, clock, later.clone(), 1_000_000);
+        let old = PartLease::new(
+            Part::whole(pair(1, 3)),
+            10,
+            m,
+            clock,
+            later.clone(),
+            1_000_000,
+        );
         let new = PartLease::new(
             Part::new(pair(1, 4), pair(1, 3)),
             12,
+            m,
             clock,
             later,
             1_000_000,

@@ -36,6 +36,7 @@
 
 use lease_core::Identity;
 
+mod connect;
 mod connection;
 mod driver;
 pub mod metrics;
@@ -43,6 +44,7 @@ mod stream;
 #[cfg(test)]
 mod tests;
 
+pub use connect::{CONNECT_TIMEOUT, ConnectError};
 pub use connection::{Command, Connection, Integers, Verb};
 
 /// Every type a user's loop and options name, which each adapter re-exports

@@ -159,6 +159,7 @@ use tokio_util::task::AbortOnDropHandle;
 /// fred, re-exported so that one dependency line is enough.
 pub use fred;
 pub use futures_util::StreamExt;
+pub use lease_driver::ConnectError;
 pub use lease_driver::api::*;
 pub use tokio_util::sync::CancellationToken;
 
@@ -262,6 +263,38 @@ impl<C: LuaInterface + Send + Sync> Connection for Fred<C> {
                 Value::Bytes(bytes) => String::from_utf8(bytes.to_vec()).ok(),
                 _ => None,
             })
+        }
+    }
+}
+
+/// Connects to the Redis at `url`: a fred client that reconnects forever
+/// after a restart, initialized. A server that does not answer within
+/// [`lease_driver::CONNECT_TIMEOUT`], or a URL that is not one, is an error
+/// that names the address (with any password replaced by `***`).
+///
+/// ```no_run
+/// # async fn f() -> Result<(), lease_fred::ConnectError> {
+/// let client = lease_fred::connect("redis://127.0.0.1:6379/").await?;
+/// # drop(client);
+/// # Ok(())
+/// # }
+/// ```
+pub async fn connect(url: &str) -> Result<fred::clients::Client, ConnectError> {
+    use fred::prelude::{ClientLike, Config, ReconnectPolicy};
+    let config = Config::from_url(url).map_err(|e| ConnectError::new(url, e))?;
+    let client = fred::types::Builder::from_config(config)
+        .set_policy(ReconnectPolicy::new_constant(0, 100))
+        .build()
+        .map_err(|e| ConnectError::new(url, e))?;
+    let within = lease_driver::CONNECT_TIMEOUT;
+    // `init` waits for the first connection; with a reconnect policy a
+    // refused connection is retried, so the timeout is what reports it.
+    match tokio::time::timeout(within, client.init()).await {
+        Ok(Ok(_task)) => Ok(client),
+        Ok(Err(e)) => Err(ConnectError::new(url, e)),
+        Err(_) => {
+            let _ = client.quit().await;
+            Err(ConnectError::timed_out(url))
         }
     }
 }

@@ -4,8 +4,9 @@
 use std::time::Instant;
 
 use lease_core::{Clock, OptionsError};
-use lease_driver::{Assignments, Driver, random_identity};
+use lease_driver::{Assignments, CONNECT_TIMEOUT, ConnectError, Driver, random_identity};
 use redis::aio::ConnectionLike;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
@@ -63,3 +64,36 @@ where
 /// It ends after cancellation (having yielded the idle value if a lease was
 /// held). Dropping it stops the worker at once.
 pub type Discover = Assignments<AbortOnDropHandle<()>>;
+
+/// Connects to the Redis at `url` with a [`ConnectionManager`], which
+/// reconnects by itself after a restart, and with no response timeout of
+/// its own (the worker times each registration out itself). A server that
+/// does not answer within [`CONNECT_TIMEOUT`], or a URL that is not one, is
+/// an error that names the address (with any password replaced by `***`).
+///
+/// ```no_run
+/// # async fn f() -> Result<(), lease_redis::ConnectError> {
+/// let redis = lease_redis::connect("redis://127.0.0.1:6379/").await?;
+/// # drop(redis);
+/// # Ok(())
+/// # }
+/// ```
+pub async fn connect(url: &str) -> Result<ConnectionManager, ConnectError> {
+    let client = redis::Client::open(url).map_err(|e| ConnectError::new(url, e))?;
+    let config = ConnectionManagerConfig::new()
+        .set_response_timeout(None)
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+        // A refused first connection is reported with its reason, not retried
+        // for long; later reconnects retry again at every request.
+        .set_number_of_retries(2);
+    match tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        ConnectionManager::new_with_config(client, config),
+    )
+    .await
+    {
+        Ok(Ok(manager)) => Ok(manager),
+        Ok(Err(e)) => Err(ConnectError::new(url, e)),
+        Err(_) => Err(ConnectError::timed_out(url)),
+    }
+}

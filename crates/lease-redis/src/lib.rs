@@ -129,9 +129,10 @@ mod redis_rs;
 pub mod tls;
 
 #[cfg(feature = "tokio")]
-pub use driver::{Discover, Options, discover};
+pub use driver::{Discover, Options, connect, discover};
 #[cfg(feature = "tokio")]
 pub use futures_util::StreamExt;
+pub use lease_driver::ConnectError;
 pub use lease_driver::api::*;
 #[cfg(feature = "metrics")]
 pub use lease_driver::metrics;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::*;
 use lease_core::NegativeControl;
-use lease_core::{Assignment, Event, IdleReason, Mode, Options};
+use lease_core::{Assignment, Event, Mode, Options};
 use lease_sim::{Faults, Network, Observed, RunConfig, Sim, SimConfig, random_run};
 
 /// Each settled worker's time without a lease in `[join, join + 6 L)` after

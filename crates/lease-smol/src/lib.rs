@@ -136,6 +136,7 @@ use redis::aio::ConnectionLike;
 
 pub use cancel::CancelToken;
 pub use futures::StreamExt;
+pub use lease_driver::ConnectError;
 pub use lease_driver::api::*;
 /// `rediss://` clients trusting a CA file, `SSL_CERT_FILE` or the system's
 /// store (feature `tls`; shared with lease-redis).
@@ -274,5 +275,29 @@ pub struct AbortOnDrop(AbortHandle);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+/// Connects to the Redis at `url` with a redis-rs `ConnectionManager` on
+/// smol, which reconnects by itself after a restart, with no response
+/// timeout of its own (the worker times each registration out itself). A
+/// server that does not answer within [`lease_driver::CONNECT_TIMEOUT`], or
+/// a URL that is not one, is an error that names the address (with any
+/// password replaced by `***`).
+pub async fn connect(url: &str) -> Result<redis::aio::ConnectionManager, ConnectError> {
+    let client = redis::Client::open(url).map_err(|e| ConnectError::new(url, e))?;
+    let within = lease_driver::CONNECT_TIMEOUT;
+    let config = redis::aio::ConnectionManagerConfig::new()
+        .set_response_timeout(None)
+        .set_connection_timeout(Some(within))
+        .set_number_of_retries(2);
+    let manager = redis::aio::ConnectionManager::new_with_config(client, config);
+    let timer = async {
+        smol::Timer::after(within).await;
+    };
+    match futures::future::select(Box::pin(manager), Box::pin(timer)).await {
+        futures::future::Either::Left((Ok(m), _)) => Ok(m),
+        futures::future::Either::Left((Err(e), _)) => Err(ConnectError::new(url, e)),
+        futures::future::Either::Right(_) => Err(ConnectError::timed_out(url)),
     }
 }

@@ -150,6 +150,7 @@ impl Holding {
             let lease = PartLease::new(
                 part,
                 c.interval,
+                cfg.mapping,
                 self.clock,
                 self.now_clock.clone(),
                 c.deadline,
