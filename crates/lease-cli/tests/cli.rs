@@ -450,7 +450,7 @@ fn sim_plays_a_checked_run_and_writes_its_history() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let lines: Vec<&str> = stdout.lines().collect();
     assert!(
-        lines[0].starts_with("run: seed=3 mode=ranked handover=whole workers=4 intervals=60 "),
+        lines[0].starts_with("run: seed=3 mode=ranked handover=task-sets workers=4 intervals=60 "),
         "{stdout}"
     );
     let last = lines.last().copied().unwrap_or_default();
@@ -596,7 +596,7 @@ fn history_file(name: &str, lines: &[&str]) -> PathBuf {
 /// file spans the same run). With `--svg` it draws the timeline.
 #[test]
 fn check_passes_a_clean_simulator_history_with_the_same_verdict() {
-    for handover in ["whole", "incremental"] {
+    for handover in ["whole-pairs", "task-sets"] {
         let dir = temp_dir();
         let history = dir.join("sim.jsonl");
         let svg = dir.join("sim.svg");

@@ -140,7 +140,8 @@ pub async fn scenario(
     let mut workers = Vec::new();
     for w in 0..3u64 {
         let name = format!("w{w}");
-        let options = group.clone()
+        let options = group
+            .clone()
             .with_cancel(stop.clone())
             .with_identity(Identity::seeded(seed, w));
         let assignments = connect(client, &redis, &name, options).await;
