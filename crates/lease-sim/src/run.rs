@@ -63,8 +63,19 @@ pub struct RunConfig {
     /// Handover mode (rule 13); incremental handover also sets the
     /// consistent mapping it needs.
     pub handover: HandoverMode,
-    /// Applied to every worker's options after the fields above (the drain
-    /// budget, graceful leave, a test-only sabotage); identity by default.
+    /// The drain budget of kept leases (rule 14; `Options::drain_budget`):
+    /// `None` is the default, the gap `G`. Valid in `[0, 2L - G)`.
+    pub drain_budget: Option<Duration>,
+    /// The Ranked schedule's spread in `L` (rule 8; `Options::spread`):
+    /// `None` is the early default. Valid in `[0, Options::max_spread]`.
+    pub spread: Option<f64>,
+    /// Graceful leave on cancellation (rule 16; `Options::graceful_leave`,
+    /// `Ranked` only): a cancelled worker removes itself and serves its
+    /// lease to the drain's end.
+    pub graceful_leave: bool,
+    /// Applied to every worker's options after the fields above (a test-only
+    /// sabotage, say); identity by default. A plain function, so it cannot
+    /// carry values: options with a value have fields of their own above.
     pub customize: fn(Options) -> Options,
 }
 
@@ -82,6 +93,9 @@ impl RunConfig {
             churn: true,
             network: Network::default(),
             handover: HandoverMode::Whole,
+            drain_budget: None,
+            spread: None,
+            graceful_leave: false,
             customize: std::convert::identity,
         }
     }
@@ -107,6 +121,9 @@ pub fn random_run(cfg: &RunConfig) -> Result<RunReport, OptionsError> {
     if cfg.handover == HandoverMode::Incremental {
         options = options.with_mapping(Mapping::Consistent);
     }
+    options.drain_budget = cfg.drain_budget;
+    options.spread = cfg.spread;
+    options.graceful_leave = cfg.graceful_leave;
     let options = (cfg.customize)(options);
     let mut sim_cfg = SimConfig::new(cfg.seed, options);
     sim_cfg.network = cfg.network.clone();

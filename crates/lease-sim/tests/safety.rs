@@ -67,6 +67,9 @@ fn config() -> impl Strategy<Value = RunConfig> {
                 churn: true,
                 network,
                 handover,
+                drain_budget: None,
+                spread: None,
+                graceful_leave: false,
                 customize: std::convert::identity,
             })
         })
