@@ -181,7 +181,7 @@ pub(crate) fn sim(args: &SimArgs) -> Result<ExitCode, CliError> {
     }
     let s = &report.stats;
     println!(
-        "run: seed={} mode={} handover={} workers={} intervals={} {} sent={} executed={} lost_requests={} lost_replies={} fast_errors={} rejected={}",
+        "run: seed={} mode={} handover={} workers={} intervals={} {} sent={} executed={} lost_requests={} lost_replies={} fast_errors={} rejected={} leaves={}",
         args.seed,
         args.mode,
         args.handover,
@@ -193,7 +193,8 @@ pub(crate) fn sim(args: &SimArgs) -> Result<ExitCode, CliError> {
         s.lost_requests,
         s.lost_replies,
         s.fast_errors,
-        s.rejected
+        s.rejected,
+        s.leaves
     );
     println!("{}", report.summary);
     Ok(if report.summary.is_ok() {
