@@ -7,8 +7,10 @@
 #   0.4 and 0.49, with 5, 9 and 26 workers at the start;
 # - Arrival at the same gaps, 9 workers;
 # - Ranked, both handovers, 9 workers, at gaps 0.05, 0.3 and 0.49: drain
-#   budgets 0, G and the largest valid (2L - G less 1 ms), spreads 0 and the
-#   widest (the default is in the first set), and graceful leave.
+#   budgets 0, G, L and the largest valid (2L - G less 1 ms, which leaves no
+#   lease its drain: those runs hold nothing), spreads 0 and the widest (the
+#   default is in the first set; at g >= 0.3 the widest is the default),
+#   and graceful leave.
 #
 # One tally line per cell (its flags, runs, violating runs, violations,
 # anomalies, per-task violations, mean coverage); a run is violating if its
@@ -46,7 +48,7 @@ done
 for handover in incremental whole; do
   for gap in 0.05 0.3 0.49; do
     g_ms=$(awk -v g="$gap" 'BEGIN { printf "%d", g * 1000 }')
-    for budget in 0 "$g_ms" $((2000 - g_ms - 1)); do
+    for budget in 0 "$g_ms" 1000 $((2000 - g_ms - 1)); do
       cell --handover "$handover" --gap "$gap" --workers 9 --drain-budget-ms "$budget" "$@"
     done
     for spread in 0 max; do
