@@ -171,7 +171,7 @@ fn exclusive_and_fenced(cfg: &RunConfig) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(common::search::config(192))]
+    #![proptest_config(common::search::config("no_two_workers_hold_one_slot", 192))]
 
     #[test]
     fn no_two_workers_hold_one_slot_and_tokens_are_fenced_over_every_options_range(
@@ -182,7 +182,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(common::search::config(96))]
+    #![proptest_config(common::search::config("the_widest_spread", 96))]
 
     /// The widest schedule spread (`Options::max_spread`, rule 8) changes only
     /// when in the band a Ranked worker fires: every run stays exclusive and
@@ -196,7 +196,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(common::search::config(96))]
+    #![proptest_config(common::search::config("graceful_leave_with_incremental_handover", 80))]
 
     /// Graceful leave (rule 16) with incremental handover (rule 13): a
     /// cancelled worker removes itself and serves its parts to their drain
