@@ -41,9 +41,10 @@ while [ "$(date +%s)" -lt "$end" ]; do
     "$round" "$cases" "$(($(date +%s) - start))" "$([ $rc = 0 ] && echo ok || echo FAILED)"
   if [ $rc != 0 ]; then
     found=1
-    # The property's message: the verdict, the flags that replay it, the
-    # network, and proptest's shrunk input.
-    grep -E '^(checker:|run:|network:|minimal failing input|test .* FAILED|---- )' "$log" || cat "$log"
+    # The property's message (the verdict, the `lease sim` flags, the drawn
+    # drain budget and network) and proptest's shrunk `RunConfig`.
+    awk '/^---- |^Test failed|^run:|^drain budget:/ { print }
+         /^minimal failing input/ { p = 1 } p { print } p && /^}/ { p = 0 }' "$log"
     cp "$log" "$target/search-round-$round.log"
     echo "search: full output in $target/search-round-$round.log"
   fi
