@@ -6,7 +6,7 @@
 //! clock forward and restarts the store (losing every key).
 //!
 //! After every input, at that true instant, the lease each live worker holds
-//! (`lease_at(local now)`) goes into a history (DESIGN section 6: an `own`
+//! (`lease_at(local now)`) goes into a history (docs/history-format.md: an `own`
 //! when it appears, a `release` when it is gone or replaced), and at the end
 //! the one checker of `lease-history` judges it: at every instant the held
 //! pairs have distinct `i` and the same `n` (DESIGN section 3, "Why it is

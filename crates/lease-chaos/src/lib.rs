@@ -9,7 +9,7 @@
 //! - [`harness`]: the one real-worker harness: real adapter workers
 //!   (`lease-redis`, `lease-fred`, `lease-smol`), each on a thread and an
 //!   executor of its own, that can be stalled, crashed and cancelled, with
-//!   the history of DESIGN section 6 recorded as it happens. The chaos run
+//!   the history (docs/history-format.md) recorded as it happens. The chaos run
 //!   and `lease-demo --redis` drive their workers with it.
 //! - [`sink`]: the fencing store the workers write their tasks to.
 //!

@@ -5,7 +5,7 @@
 //! workers of the chosen adapter in this process (each on an executor thread
 //! of its own, so one can be stalled) behind an in-process TCP proxy (one
 //! link per worker, so faults can hit one worker's traffic), injects faults
-//! one at a time, writes the history of DESIGN section 6 with the faults as
+//! one at a time, writes the history (docs/history-format.md) with the faults as
 //! extra lines, checks it, and prints the summary as its last line. Workers
 //! write task results to a fencing sink that rejects tokens older than the
 //! newest it has seen. Exits 1 on any violation, 2 if the run could not be

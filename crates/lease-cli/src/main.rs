@@ -12,15 +12,23 @@
 //! - `lease sim` plays one randomized run of a group on the deterministic
 //!   simulator, with every fault the guarantee covers if asked, and prints
 //!   the history checker's verdict as its last line (exit 1 on a violation).
+//! - `lease check HISTORY [--svg FILE]` runs the same checker on any history
+//!   file (docs/history-format.md: a `lease sim --history` file, a
+//!   lease-chaos run), prints what it found and the same verdict line last,
+//!   and draws the timeline if asked: exit 0 when clean, 1 on a violation or
+//!   an anomaly, 2 on a file it cannot read or parse (with the line number
+//!   and what was wrong).
 //!
-//! Exit codes: 0 success, 1 runtime error, 2 invalid options or usage,
-//! 3 Redis unreachable. No output ever carries a password: URLs are printed
+//! Exit codes: 0 success, 1 runtime error (or, for `sim` and `check`, a
+//! violation), 2 invalid options or usage (or, for `check`, an unreadable
+//! history), 3 Redis unreachable. No output ever carries a password: URLs are printed
 //! with the password replaced by `***`.
 //!
 //! `rediss://` URLs connect over TLS (rustls): the server's certificate is
 //! checked against `--ca-cert PATH` if given, else the file named by
 //! `SSL_CERT_FILE`, else the system's trust store.
 
+mod check;
 mod inspect;
 mod run;
 mod sim;
@@ -34,10 +42,12 @@ pub(crate) use lease_core::diag::redact_url as redact;
 use lease_core::{Mode, Options, OptionsError};
 use lease_redis::tls::{ClientError, Trust};
 
-/// Inspect a lease group, or run a command under an exclusive (i, n) lease.
+/// Inspect a lease group, run a command under an exclusive (i, n) lease,
+/// play a checked simulator run, or check a history file.
 ///
-/// Exit codes: 0 success, 1 runtime error, 2 invalid options or usage,
-/// 3 Redis unreachable.
+/// Exit codes: 0 success, 1 runtime error (for sim and check: a violation),
+/// 2 invalid options or usage (for check: an unreadable history), 3 Redis
+/// unreachable.
 #[derive(Parser, Debug)]
 #[command(name = "lease", version, propagate_version = true)]
 struct Cli {
@@ -79,6 +89,16 @@ enum Command {
     /// fault under which exclusivity is claimed is injected too. A seed
     /// replays a run exactly. Exits 1 on a violation.
     Sim(sim::SimArgs),
+    /// Check a history file (one JSON object per line, the format of
+    /// docs/history-format.md: a `lease sim --history` file, a lease-chaos
+    /// run) with the same checker as `lease sim`; the last line is its
+    /// verdict. Exclusivity per pair and per task, fencing per part, every
+    /// lease within the end of the interval after its last renewal (when
+    /// the history has clock lines), anomalies.
+    ///
+    /// Exits 0 when clean, 1 on a violation or an anomaly, 2 if the file
+    /// cannot be read or a line is not a record (with its number).
+    Check(check::CheckArgs),
 }
 
 /// Where the group lives: the options both subcommands share.
@@ -142,16 +162,39 @@ pub(crate) enum CliError {
         #[source]
         source: std::io::Error,
     },
+    /// A history that could not be opened: exit 2.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A history with a line that could not be read or is not a record:
+    /// exit 2.
+    #[error("{}: {source}", path.display())]
+    History {
+        /// The file.
+        path: PathBuf,
+        /// Which line, and what was wrong with it.
+        #[source]
+        source: lease_history::HistoryError,
+    },
     /// Anything else: exit 1.
     #[error("error: {0}")]
     Runtime(String),
 }
 
 impl CliError {
-    /// 2 for invalid options, 3 for an unreachable Redis, 1 otherwise.
+    /// 2 for invalid options and unreadable histories, 3 for an
+    /// unreachable Redis, 1 otherwise.
     fn exit_code(&self) -> u8 {
         match self {
-            CliError::Options(_) | CliError::Usage(_) => 2,
+            CliError::Options(_)
+            | CliError::Usage(_)
+            | CliError::Read { .. }
+            | CliError::History { .. } => 2,
             CliError::Unreachable { .. } => 3,
             CliError::Refused { .. } | CliError::Write { .. } | CliError::Runtime(_) => 1,
         }
@@ -235,6 +278,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => inspect::inspect(&args),
         Command::Run(args) => run::run(&args),
         Command::Sim(args) => sim::sim(&args),
+        Command::Check(args) => check::check(&args),
     };
     match result {
         Ok(code) => code,

@@ -205,20 +205,22 @@ pub(crate) fn sim(args: &SimArgs) -> Result<ExitCode, CliError> {
 }
 
 /// `--seeds N`: plays seeds `seed..seed+N` and prints one tally line:
-/// runs, *violating* runs (any exclusivity or fencing violation, per pair or
-/// per task, or any anomaly: the runs whose verdict is not `ok`), then the
-/// pair-level violations, the anomalies and the per-task violations
-/// summed over the runs, and the mean task coverage (incremental) or the
+/// runs, *violating* runs (any exclusivity, fencing or interval-end
+/// violation, per pair or per task, or any anomaly: the runs whose verdict
+/// is not `ok`), then the pair-level violations, the interval-end
+/// violations, the anomalies and the per-task violations summed over the
+/// runs, and the mean task coverage (incremental) or the
 /// mean full coverage.
 fn many(args: &SimArgs) -> Result<ExitCode, CliError> {
     let mut cfg = args.config();
-    let (mut bad, mut violations, mut anomalies, mut task_violations, mut coverage) =
-        (0u64, 0u64, 0u64, 0u64, 0.0);
+    let (mut bad, mut violations, mut interval_ends, mut anomalies) = (0u64, 0u64, 0u64, 0u64);
+    let (mut task_violations, mut coverage) = (0u64, 0.0);
     let mut first_bad = None;
     for seed in args.seed..args.seed.saturating_add(args.seeds) {
         cfg.seed = seed;
         let s = random_run(&cfg)?.summary;
         violations += s.violation_count + s.fencing_count;
+        interval_ends += s.interval_end_count;
         anomalies += s.anomaly_count;
         coverage += match &s.tasks {
             Some(t) => {
@@ -233,7 +235,7 @@ fn many(args: &SimArgs) -> Result<ExitCode, CliError> {
         }
     }
     println!(
-        "runs: seeds={}..{} mode={} handover={} workers={} intervals={} {} faults={} runs={} violating={} violations={} anomalies={} task_violations={} mean_coverage={:.4}{}",
+        "runs: seeds={}..{} mode={} handover={} workers={} intervals={} {} faults={} runs={} violating={} violations={} interval_ends={} anomalies={} task_violations={} mean_coverage={:.4}{}",
         args.seed,
         args.seed.saturating_add(args.seeds),
         args.mode,
@@ -245,6 +247,7 @@ fn many(args: &SimArgs) -> Result<ExitCode, CliError> {
         args.seeds,
         bad,
         violations,
+        interval_ends,
         anomalies,
         task_violations,
         coverage / args.seeds as f64,

@@ -1,5 +1,5 @@
-//! `lease inspect` and `lease run` against real redis-server processes, and
-//! `lease sim` on the simulator.
+//! `lease inspect` and `lease run` against real redis-server processes,
+//! `lease sim` on the simulator, and `lease check` on history files.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -654,4 +654,188 @@ sleep 100"#;
     std::io::Read::read_to_string(run.stderr.as_mut().unwrap(), &mut stderr).unwrap();
     assert_eq!(env.as_deref(), Some("0 1\n"), "{stderr}");
     assert!(status.success(), "{status:?}\n{stderr}");
+}
+
+/// Writes `lines` as a history file named `name` in a fresh directory.
+fn history_file(name: &str, lines: &[&str]) -> PathBuf {
+    let path = temp_dir().join(name);
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
+/// `lease check` on what `lease sim --history` wrote: exit 0, and its last
+/// line is the very verdict `lease sim` printed (the simulator closes every
+/// lease still held at the run's end with a line at that instant, so the
+/// file spans the same run). With `--svg` it draws the timeline.
+#[test]
+fn check_passes_a_clean_simulator_history_with_the_same_verdict() {
+    for handover in ["whole", "incremental"] {
+        let dir = temp_dir();
+        let history = dir.join("sim.jsonl");
+        let svg = dir.join("sim.svg");
+        let sim = lease(&[
+            "sim",
+            "--seed",
+            "3",
+            "--workers",
+            "4",
+            "--intervals",
+            "60",
+            "--faults",
+            "--handover",
+            handover,
+            "--history",
+            history.to_str().unwrap(),
+        ]);
+        let (sim_out, sim_err) = text(&sim);
+        assert!(sim.status.success(), "{sim_out}\n{sim_err}");
+        let out = lease(&[
+            "check",
+            history.to_str().unwrap(),
+            "--svg",
+            svg.to_str().unwrap(),
+        ]);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+        let last = stdout.lines().last().unwrap_or_default();
+        assert_eq!(Some(last), sim_out.lines().last(), "{handover}");
+        assert!(last.starts_with("checker: ok "), "{last}");
+        // Every lease was held to its interval's end (the clock lines and
+        // renewal intervals are in the file).
+        assert!(!last.contains(" ends_checked=0 "), "{last}");
+        let picture = std::fs::read_to_string(&svg).unwrap();
+        assert!(picture.starts_with("<svg"), "{handover}");
+        assert!(picture.contains("checker: ok"), "{handover}");
+    }
+}
+
+/// A history as lease-chaos writes one against a real Redis: the host's
+/// monotonic clock, release reasons, faults with a worker and a detail, a
+/// crashed worker's task set ended part by part on its behalf, a field this
+/// reader does not know (ignored), no clock lines. It is clean.
+#[test]
+fn check_passes_a_clean_chaos_style_history() {
+    let path = history_file(
+        "chaos.jsonl",
+        &[
+            r#"{"worker":"w0","event":"join","at_us":1000}"#,
+            r#"{"worker":"w1","event":"join","at_us":1200}"#,
+            r#"{"worker":"w0","event":"own","i":0,"n":2,"token":1700000012,"mapping":"consistent","held":[[0,2,0,2,1700000012]],"at_us":2301000}"#,
+            r#"{"worker":"w1","event":"own","i":1,"n":2,"token":1700000012,"mapping":"consistent","held":[[1,2,1,2,1700000012]],"at_us":2302500}"#,
+            r#"{"event":"fault","kind":"partition","worker":"w1","detail":"1500ms","duration_us":1500000,"at_us":4000000}"#,
+            r#"{"worker":"w1","event":"release","i":1,"n":2,"reason":"expired","at_us":5150000}"#,
+            r#"{"worker":"w0","event":"own","i":0,"n":1,"token":1700000016,"mapping":"consistent","held":[[0,2,0,2,1700000012],[0,1,0,1,1700000016]],"at_us":6305000}"#,
+            r#"{"worker":"w0","event":"own","i":0,"n":1,"token":1700000016,"mapping":"consistent","held":[[0,1,0,1,1700000016]],"at_us":6850000}"#,
+            r#"{"event":"fault","kind":"crash","worker":"w0","at_us":7000000}"#,
+            r#"{"worker":"w0","event":"release","i":0,"n":1,"renewed":[1700000016],"at_us":7000000}"#,
+            r#"{"worker":"w0","event":"leave","how":"crash","at_us":7000000}"#,
+        ],
+    );
+    let out = lease(&["check", path.to_str().unwrap()]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("checker: ok violations=0 fencing=0 anomalies=0 interval_ends=0 "),
+        "{last}"
+    );
+    assert!(
+        last.contains(" task_violations=0 task_fencing=0 "),
+        "{last}"
+    );
+}
+
+/// The crafted histories of the checker's blind spots, as files: each
+/// exits 1 with the finding named before the verdict.
+#[test]
+fn check_catches_the_crafted_histories() {
+    let cases: [(&str, &[&str], &str); 4] = [
+        // A graceful leaver serves its old part after the cancel; w2 takes
+        // tasks of it in that gap.
+        (
+            "leave-gap",
+            &[
+                r#"{"worker":"w0","event":"own","i":0,"n":3,"token":12,"mapping":"consistent","held":[[0,2,0,2,10],[0,3,0,2,12]],"at_us":0}"#,
+                r#"{"worker":"w0","event":"leave","how":"cancel","at_us":1000}"#,
+                r#"{"worker":"w2","event":"own","i":2,"n":3,"token":12,"mapping":"consistent","held":[[2,3,2,3,12]],"at_us":1200}"#,
+                r#"{"worker":"w0","event":"own","i":0,"n":3,"token":12,"mapping":"consistent","held":[[0,3,0,2,12]],"at_us":2000}"#,
+                r#"{"worker":"w2","event":"release","i":2,"n":3,"at_us":2000}"#,
+                r#"{"worker":"w0","event":"release","i":0,"n":3,"at_us":3000}"#,
+            ],
+            "task violation: task overlap at 1200 us",
+        ),
+        // A part with token 10 after B's 9, hidden behind A's part at 12.
+        (
+            "fencing-per-part",
+            &[
+                r#"{"worker":"B","event":"own","i":2,"n":3,"token":9,"mapping":"consistent","held":[[2,3,2,3,9]],"at_us":0}"#,
+                r#"{"worker":"B","event":"release","i":2,"n":3,"at_us":1000}"#,
+                r#"{"worker":"A","event":"own","i":2,"n":3,"token":12,"mapping":"consistent","held":[[2,3,0,2,10],[2,3,2,3,12]],"at_us":1000}"#,
+                r#"{"worker":"A","event":"release","i":2,"n":3,"at_us":2000}"#,
+            ],
+            "task fencing: task ",
+        ),
+        // A lease handed to the loop after it had ended.
+        (
+            "release-before-own",
+            &[
+                r#"{"worker":"w0","event":"own","i":0,"n":1,"token":11,"at_us":1000}"#,
+                r#"{"worker":"w0","event":"release","i":0,"n":1,"at_us":900}"#,
+                r#"{"worker":"w1","event":"own","i":0,"n":1,"token":13,"at_us":2000}"#,
+                r#"{"worker":"w1","event":"release","i":0,"n":1,"at_us":3000}"#,
+            ],
+            "anomaly: release written after the own at 1000 us",
+        ),
+        // Renewed in 12, held past 14 L.
+        (
+            "interval-end",
+            &[
+                r#"{"event":"clock","interval_us":1000000,"server_us":10000000,"at_us":0}"#,
+                r#"{"worker":"w0","event":"own","i":0,"n":1,"token":11,"at_us":2000000}"#,
+                r#"{"worker":"w0","event":"release","i":0,"n":1,"renewed":12,"at_us":4000001}"#,
+            ],
+            "interval end: held 1 us past (12 + 2)L",
+        ),
+    ];
+    for (name, lines, finding) in cases {
+        let path = history_file(&format!("{name}.jsonl"), lines);
+        let out = lease(&["check", path.to_str().unwrap()]);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{name}: {stdout}\n{stderr}");
+        assert!(stdout.contains(finding), "{name}: {stdout}");
+        let last = stdout.lines().last().unwrap_or_default();
+        assert!(last.starts_with("checker: VIOLATION "), "{name}: {last}");
+    }
+}
+
+/// A file that cannot be read, or a line that is not a record: exit 2, with
+/// the file, the line's number and what was wrong.
+#[test]
+fn check_reports_an_unreadable_history_with_its_line() {
+    let missing = temp_dir().join("missing.jsonl");
+    let out = lease(&["check", missing.to_str().unwrap()]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cannot read") && stderr.contains("missing.jsonl"),
+        "{stderr}"
+    );
+
+    let path = history_file(
+        "bad.jsonl",
+        &[
+            r#"{"worker":"w0","event":"own","i":0,"n":1,"token":1,"at_us":0}"#,
+            "",
+            r#"{"worker":"w0","event":"release","i":0,"at_us":5}"#,
+        ],
+    );
+    let out = lease(&["check", path.to_str().unwrap()]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("bad.jsonl: history line 3: invalid record"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("missing field `n`"), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
 }

@@ -28,7 +28,7 @@ pub struct Hold {
     pub end: Instant,
 }
 
-/// The history of each team in the format of DESIGN section 6: an `own` and
+/// The history of each team in the format of docs/history-format.md: an `own` and
 /// a `release` per hold, workers named `w<number>`, instants in microseconds
 /// since the earliest start.
 pub fn records(holds: &[Hold]) -> BTreeMap<usize, Vec<Record>> {
@@ -109,7 +109,7 @@ mod tests {
         assert_eq!(count(&close), 1);
         let backwards = [hold(0, 0, 2, 20, 0, 100), hold(1, 0, 2, 12, 150, 200)];
         assert_eq!(count(&backwards), 1);
-        // The records are per team, in the format of DESIGN section 6.
+        // The records are per team, in the format of docs/history-format.md.
         let teams = records(&[hold(3, 0, 1, 7, 0, 5), other]);
         assert_eq!(teams.len(), 2);
         assert_eq!(

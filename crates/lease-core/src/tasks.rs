@@ -52,7 +52,7 @@ impl Part {
     }
 
     /// `[i, n, pi, pn]`: the part's description, for logs and histories
-    /// (DESIGN section 6). **Not a way to split tasks**: use
+    /// (docs/history-format.md). **Not a way to split tasks**: use
     /// [`Part::contains`].
     pub fn describe(&self) -> [u32; 4] {
         [
@@ -280,7 +280,7 @@ impl Tasks {
     }
 
     /// Each part as `(i, n, pi, pn, token)`, oldest grant first: the `held`
-    /// field of a history's `own` line (DESIGN section 6). **Not a way to
+    /// field of a history's `own` line (docs/history-format.md). **Not a way to
     /// split tasks**: use [`Tasks::owns`].
     pub fn history_parts(&self) -> Vec<(u32, u32, u32, u32, u64)> {
         self.0

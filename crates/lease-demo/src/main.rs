@@ -82,7 +82,7 @@ struct Args {
     #[arg(long, value_name = "PATH", default_value = "lease-demo.svg")]
     svg: PathBuf,
 
-    /// Also write the history, one JSON object per line (DESIGN section 6).
+    /// Also write the history, one JSON object per line (docs/history-format.md).
     #[arg(long, value_name = "PATH")]
     history: Option<PathBuf>,
 

@@ -1,5 +1,5 @@
-//! Prints the checker's verdict and every violation, fencing violation and
-//! anomaly it keeps for a history file:
+//! Prints the checker's verdict and every violation (overlaps, fencing,
+//! interval ends, per task) and anomaly it keeps for a history file:
 //! `cargo run -p lease-history --example explain -- run.jsonl [END_US]`.
 use std::process::ExitCode;
 
@@ -27,6 +27,17 @@ fn main() -> ExitCode {
     }
     for v in c.fencing_violations() {
         println!("{v}");
+    }
+    for v in c.interval_end_violations() {
+        println!("{v}");
+    }
+    if let Some(t) = c.tasks() {
+        for v in &t.violations {
+            println!("{v}");
+        }
+        for v in &t.fencing {
+            println!("{v}");
+        }
     }
     for a in c.anomalies() {
         println!("{a}");

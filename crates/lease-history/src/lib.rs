@@ -3,12 +3,15 @@
 //! The judge of a lease run, for every kind of run: the simulator's, a chaos
 //! run against a real Redis, the conformance suite's, the demo's.
 //!
-//! - [`Record`] is one line of a history (DESIGN section 6), written by a
-//!   [`HistoryWriter`] and read by [`read_history`]; a [`History`] is the
-//!   records in time order.
+//! - [`Record`] is one line of a history, written by a [`HistoryWriter`]
+//!   and read by [`read_history`]; a [`History`] is the records in time
+//!   order. The format, every record and field and what the checker judges
+//!   from each, is documented in `docs/history-format.md` in the
+//!   repository.
 //! - The [`checker`] rebuilds every worker's holdings from the lines and
-//!   checks exclusivity and fencing, and measures coverage, stand-downs and
-//!   join-to-own delays. It knows the record format and nothing else: no
+//!   checks exclusivity, fencing (per part for task sets) and that every
+//!   lease ends by the end of the interval after its last renewal, and
+//!   measures coverage, stand-downs and join-to-own delays. It knows the record format and nothing else: no
 //!   lease-core, no simulator, so it is an independent oracle.
 //! - [`work`] judges what a worker loop did with its leases: a
 //!   [`TaskRecorder`](work::TaskRecorder) the loop calls when it starts and
@@ -44,4 +47,6 @@ pub mod work;
 
 pub use checker::{Checker, Summary, check};
 pub use log::{History, HistoryError, HistoryWriter, read_history};
-pub use record::{LeaveHow, Mapping, Part, Record, ReleaseReason, UnknownReleaseReason};
+pub use record::{
+    LeaveHow, Mapping, Part, PartEnd, Record, ReleaseReason, Renewed, UnknownReleaseReason,
+};

@@ -1,8 +1,10 @@
-//! One line of a history (DESIGN section 6): [`Record`].
+//! One line of a history: [`Record`]. The format is documented in
+//! `docs/history-format.md`; in short:
 //!
 //! ```text
+//! {"event":"clock","interval_us":1000000,"server_us":1700000000000000,"at_us":0}
 //! {"worker":"w3","event":"own","i":2,"n":5,"token":58391,"at_us":1234567}
-//! {"worker":"w3","event":"release","i":2,"n":5,"at_us":1299999}
+//! {"worker":"w3","event":"release","i":2,"n":5,"renewed":58392,"at_us":1299999}
 //! {"worker":"w3","event":"join","at_us":1000000}
 //! {"worker":"w3","event":"leave","how":"crash","at_us":1400000}
 //! {"event":"fault","kind":"restart","at_us":1350000}
@@ -13,18 +15,26 @@
 //! the instant the lease really ended, which may be earlier than lines written
 //! before it (a stalled worker writes its deadline, not the time it woke up).
 //!
-//! Task sets (incremental handover, DESIGN section 6): an `own` may carry
-//! the mapping and the parts it holds, a `release` why the lease ended:
+//! Task sets (incremental handover): an `own` may carry the mapping and the
+//! parts it holds, a `release` why the lease ended:
 //!
 //! ```text
 //! {"worker":"w1","event":"own","i":1,"n":3,"token":60,"mapping":"consistent","held":[[1,3,1,2,58]],"at_us":1400000}
-//! {"worker":"w1","event":"release","i":1,"n":3,"reason":"expired","at_us":1500000}
+//! {"worker":"w1","event":"release","i":1,"n":3,"reason":"expired","renewed":[61],"at_us":1500000}
 //! ```
 //!
 //! A part `[i, n, pi, pn, token]` is the tasks `t` with `owner(t, n) = i`
 //! and `owner(t, pn) = pi` (all of `T(i, n)` when `(pi, pn) = (i, n)`),
 //! held with `token`; an `own` with parts replaces the worker's holding at
 //! that instant.
+//!
+//! The optional `renewed` field of a line that ends a holding (a `release`,
+//! or an `own` that replaces a task set) is the interval of the registration
+//! that last granted or renewed what it ends: one integer for a whole pair,
+//! one per part (in the order of the ended holding's `held`) for a task set.
+//! With the `clock` lines (the server clock's reading at an instant of the
+//! history) it lets the checker hold every lease to the end of the interval
+//! after its last renewal (rule 6 of docs/protocol.md).
 //!
 //! Lines are written with a fixed field order, exactly as above, so a history
 //! is byte-for-byte reproducible. Reading accepts the fields in any order and
@@ -142,6 +152,31 @@ impl From<Part> for (u32, u32, u32, u32, u64) {
     }
 }
 
+/// A part of a task set that its writer ends on the worker's behalf
+/// ([`Record::task_set_ending`]): when it ends and the interval of the
+/// registration that last granted or renewed it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PartEnd {
+    /// The part.
+    pub part: Part,
+    /// The instant it ends (its deadline, on the history's clock).
+    pub end_us: u64,
+    /// The interval it was last renewed in, if known.
+    pub renewed: Option<u64>,
+}
+
+impl PartEnd {
+    /// The `renewed` field of a line ending `parts`: one interval per part,
+    /// if every part has one.
+    fn renewed_of(parts: &[PartEnd]) -> Option<Renewed> {
+        parts
+            .iter()
+            .map(|p| p.renewed)
+            .collect::<Option<Vec<u64>>>()
+            .map(Renewed::Parts)
+    }
+}
+
 /// Why a lease ended, when the writer knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -181,11 +216,25 @@ impl std::str::FromStr for ReleaseReason {
 #[error("unknown release reason {0:?}")]
 pub struct UnknownReleaseReason(pub String);
 
+/// The interval of the registration that last granted or renewed what a
+/// line ends (the `renewed` field): one number for a whole pair, one per
+/// part for a task set, in the order of the ended holding's `held`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Renewed {
+    /// A whole pair's lease: written as a number.
+    Pair(u64),
+    /// Each part of a task set, in the order of its `held`: written as an
+    /// array.
+    Parts(Vec<u64>),
+}
+
 /// One line of a history.
 ///
-/// Serializes with the field order of DESIGN section 6 (`worker` first, then
-/// `event`, then the rest, `at_us` last); use [`Record::to_line`] or a
-/// [`HistoryWriter`](crate::HistoryWriter) to get the exact text.
+/// Serializes with the field order of `docs/history-format.md` (`worker`
+/// first, then `event`, then the rest, `at_us` last); use
+/// [`Record::to_line`] or a [`HistoryWriter`](crate::HistoryWriter) to get
+/// the exact text.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Deserialize)]
 #[serde(tag = "event", rename_all = "lowercase")]
 pub enum Record {
@@ -197,7 +246,8 @@ pub enum Record {
         i: u32,
         /// The group size `n`.
         n: u32,
-        /// The lease's fencing token (DESIGN section 4).
+        /// The lease's fencing token (the interval of the granting
+        /// registration, docs/protocol.md "Fencing").
         token: u64,
         /// The mapping of a task-set holding; `None` for a whole pair.
         #[serde(default)]
@@ -205,6 +255,10 @@ pub enum Record {
         /// The parts of a task-set holding; `None` for a whole pair.
         #[serde(default)]
         held: Option<Vec<Part>>,
+        /// For an `own` that replaces the worker's task set: the renewal
+        /// intervals of the holding it ends, one per part of that holding.
+        #[serde(default)]
+        renewed: Option<Renewed>,
         /// When the loop received the pair.
         at_us: u64,
     },
@@ -219,6 +273,10 @@ pub enum Record {
         /// Why it ended, if the writer knows.
         #[serde(default)]
         reason: Option<ReleaseReason>,
+        /// The interval of the registration that last granted or renewed
+        /// the lease (one per part for a task set), if the writer knows.
+        #[serde(default)]
+        renewed: Option<Renewed>,
         /// The instant the lease really ended (its deadline if it ran out).
         at_us: u64,
     },
@@ -242,13 +300,26 @@ pub enum Record {
         /// When it started.
         at_us: u64,
     },
-    /// A worker stopped.
+    /// A worker stopped: it registers no more. What it holds is ended by a
+    /// `release` (a graceful leaver serves its parts after the cancel).
     Leave {
         /// The worker's name.
         worker: String,
         /// Crash or cancel.
         how: LeaveHow,
-        /// When it stopped.
+        /// When it stopped (the cancel, or the crash).
+        at_us: u64,
+    },
+    /// The server clock read `server_us` at instant `at_us` of the history,
+    /// and the group's interval is `interval_us`: written at the start and
+    /// after every step of the server clock. Between two clock lines the
+    /// server clock runs at the history clock's rate.
+    Clock {
+        /// The interval length `L` in microseconds.
+        interval_us: u64,
+        /// The server clock's reading, microseconds since the Unix epoch.
+        server_us: u64,
+        /// The instant of the history at which it read so.
         at_us: u64,
     },
 }
@@ -263,6 +334,7 @@ impl Record {
             token,
             mapping: None,
             held: None,
+            renewed: None,
             at_us,
         }
     }
@@ -285,6 +357,7 @@ impl Record {
             token,
             mapping: Some(mapping),
             held: Some(held),
+            renewed: None,
             at_us,
         }
     }
@@ -313,36 +386,66 @@ impl Record {
 
     /// The lines that end a task-set holding whose worker will not say so
     /// itself (it crashed, or the run ends at `now_us`): `parts` are the
-    /// parts of its last `own`, each with the instant it ends. Each part ends
-    /// at its own end or `now_us`, whichever is earlier: a part that ran out
-    /// first leaves the rest held from that instant on (an `own` of the rest),
-    /// and the last ones end with a `release` naming the newest pair of the
-    /// last `own`. One code path for the simulator and the chaos harness.
+    /// parts of its last `own`, in the order of its `held`, each with the
+    /// instant it ends and the interval it was last renewed in. Each part
+    /// ends at its own end or `now_us`, whichever is earlier: a part that ran
+    /// out first leaves the rest held from that instant on (an `own` of the
+    /// rest), and the last ones end with a `release` naming the newest pair
+    /// of the last `own`. Every line carries the renewal intervals of the
+    /// holding it ends when every part has one. One code path for the
+    /// simulator and the chaos harness.
     pub fn task_set_ending(
         worker: &str,
         mapping: Mapping,
-        mut parts: Vec<(u64, Part)>,
+        parts: Vec<PartEnd>,
         now_us: u64,
     ) -> Vec<Self> {
-        parts.sort_by_key(|(end, _)| *end);
         let mut out = Vec::new();
-        while let Some(&(first, _)) = parts.first() {
-            let end = first.min(now_us);
-            let rest: Vec<Part> = parts
-                .iter()
-                .filter(|(e, _)| *e > end)
-                .map(|(_, p)| *p)
-                .collect();
+        // The holding in force, in the order of its `held`.
+        let mut held = parts;
+        let mut ends: Vec<u64> = held.iter().map(|p| p.end_us.min(now_us)).collect();
+        ends.sort_unstable();
+        ends.dedup();
+        for end in ends {
+            let renewed = PartEnd::renewed_of(&held);
+            let rest: Vec<PartEnd> = held.iter().filter(|p| p.end_us > end).cloned().collect();
             if end >= now_us || rest.is_empty() {
-                if let Some((_, newest)) = parts.iter().max_by_key(|(_, p)| p.token) {
-                    out.push(Self::release(worker, newest.i, newest.n, end));
+                if let Some(newest) = held.iter().map(|p| p.part).max_by_key(|p| p.token) {
+                    let mut release = Self::release(worker, newest.i, newest.n, end);
+                    if let Some(renewed) = renewed {
+                        release = release.with_renewed(renewed);
+                    }
+                    out.push(release);
                 }
                 break;
             }
-            out.extend(Self::own_task_set(worker, mapping, rest, end));
-            parts.retain(|(e, _)| *e > end);
+            let own = Self::own_task_set(worker, mapping, rest.iter().map(|p| p.part), end);
+            out.extend(own.map(|own| match renewed {
+                Some(renewed) => own.with_renewed(renewed),
+                None => own,
+            }));
+            held = rest;
         }
         out
+    }
+
+    /// The same line with its `renewed` field set (on an `own` or a
+    /// `release`; other lines have none and are returned unchanged).
+    pub fn with_renewed(mut self, value: Renewed) -> Self {
+        if let Record::Own { renewed, .. } | Record::Release { renewed, .. } = &mut self {
+            *renewed = Some(value);
+        }
+        self
+    }
+
+    /// A `clock` line: the server clock read `server_us` at `at_us`, and the
+    /// interval is `interval_us`.
+    pub fn clock(interval_us: u64, server_us: u64, at_us: u64) -> Self {
+        Record::Clock {
+            interval_us,
+            server_us,
+            at_us,
+        }
     }
 
     /// A `release` line.
@@ -352,6 +455,7 @@ impl Record {
             i,
             n,
             reason: None,
+            renewed: None,
             at_us,
         }
     }
@@ -369,6 +473,7 @@ impl Record {
             i,
             n,
             reason: Some(reason),
+            renewed: None,
             at_us,
         }
     }
@@ -407,7 +512,8 @@ impl Record {
             | Record::Release { at_us, .. }
             | Record::Fault { at_us, .. }
             | Record::Join { at_us, .. }
-            | Record::Leave { at_us, .. } => *at_us,
+            | Record::Leave { at_us, .. }
+            | Record::Clock { at_us, .. } => *at_us,
         }
     }
 
@@ -419,10 +525,12 @@ impl Record {
             | Record::Join { worker, .. }
             | Record::Leave { worker, .. } => Some(worker),
             Record::Fault { worker, .. } => worker.as_deref(),
+            Record::Clock { .. } => None,
         }
     }
 
-    /// The `event` name: `own`, `release`, `fault`, `join` or `leave`.
+    /// The `event` name: `own`, `release`, `fault`, `join`, `leave` or
+    /// `clock`.
     pub fn event(&self) -> &'static str {
         match self {
             Record::Own { .. } => "own",
@@ -430,6 +538,7 @@ impl Record {
             Record::Fault { .. } => "fault",
             Record::Join { .. } => "join",
             Record::Leave { .. } => "leave",
+            Record::Clock { .. } => "clock",
         }
     }
 
@@ -455,9 +564,13 @@ impl Serialize for Record {
                 token,
                 mapping,
                 held,
+                renewed,
                 at_us,
             } => {
-                let len = 6 + usize::from(mapping.is_some()) + usize::from(held.is_some());
+                let len = 6
+                    + usize::from(mapping.is_some())
+                    + usize::from(held.is_some())
+                    + usize::from(renewed.is_some());
                 let mut s = serializer.serialize_struct("Record", len)?;
                 s.serialize_field("worker", worker)?;
                 s.serialize_field("event", "own")?;
@@ -466,6 +579,7 @@ impl Serialize for Record {
                 s.serialize_field("token", token)?;
                 optional(&mut s, "mapping", mapping)?;
                 optional(&mut s, "held", held)?;
+                optional(&mut s, "renewed", renewed)?;
                 s.serialize_field("at_us", at_us)?;
                 s.end()
             }
@@ -474,15 +588,17 @@ impl Serialize for Record {
                 i,
                 n,
                 reason,
+                renewed,
                 at_us,
             } => {
-                let len = 5 + usize::from(reason.is_some());
+                let len = 5 + usize::from(reason.is_some()) + usize::from(renewed.is_some());
                 let mut s = serializer.serialize_struct("Record", len)?;
                 s.serialize_field("worker", worker)?;
                 s.serialize_field("event", "release")?;
                 s.serialize_field("i", i)?;
                 s.serialize_field("n", n)?;
                 optional(&mut s, "reason", reason)?;
+                optional(&mut s, "renewed", renewed)?;
                 s.serialize_field("at_us", at_us)?;
                 s.end()
             }
@@ -513,6 +629,18 @@ impl Serialize for Record {
                 s.serialize_field("worker", worker)?;
                 s.serialize_field("event", "leave")?;
                 s.serialize_field("how", how)?;
+                s.serialize_field("at_us", at_us)?;
+                s.end()
+            }
+            Record::Clock {
+                interval_us,
+                server_us,
+                at_us,
+            } => {
+                let mut s = serializer.serialize_struct("Record", 4)?;
+                s.serialize_field("event", "clock")?;
+                s.serialize_field("interval_us", interval_us)?;
+                s.serialize_field("server_us", server_us)?;
                 s.serialize_field("at_us", at_us)?;
                 s.end()
             }
@@ -559,24 +687,79 @@ mod tests {
 
     /// A crashed worker's task set: the part that ran out first leaves the
     /// rest held from its deadline on; the rest ends at the crash, and the
-    /// release names the newest pair of the last `own`.
+    /// release names the newest pair of the last `own`. Each line carries
+    /// the renewal intervals of the holding it ends, in its `held` order.
     #[test]
     fn a_task_set_ends_part_by_part() {
         let old = Part::whole(1, 3, 10);
         let new = Part::intersection(1, 4, 1, 3, 12);
-        let lines =
-            Record::task_set_ending("w1", Mapping::Consistent, vec![(900, new), (500, old)], 800);
+        let end = |part, end_us, renewed| PartEnd {
+            part,
+            end_us,
+            renewed,
+        };
+        let lines = Record::task_set_ending(
+            "w1",
+            Mapping::Consistent,
+            vec![end(old, 500, Some(11)), end(new, 900, Some(13))],
+            800,
+        );
         assert_eq!(
             lines,
             vec![
-                Record::own_parts("w1", 1, 4, 12, Mapping::Consistent, vec![new], 500),
-                Record::release("w1", 1, 4, 800),
+                Record::own_parts("w1", 1, 4, 12, Mapping::Consistent, vec![new], 500)
+                    .with_renewed(Renewed::Parts(vec![11, 13])),
+                Record::release("w1", 1, 4, 800).with_renewed(Renewed::Parts(vec![13])),
             ]
         );
-        // Everything ran out before the crash: one release at the last end.
-        let lines = Record::task_set_ending("w1", Mapping::Consistent, vec![(300, old)], 800);
+        // Everything ran out before the crash: one release at the last end;
+        // an unknown renewal leaves the field out.
+        let lines =
+            Record::task_set_ending("w1", Mapping::Consistent, vec![end(old, 300, None)], 800);
         assert_eq!(lines, vec![Record::release("w1", 1, 3, 300)]);
         assert_eq!(Record::own_task_set("w1", Mapping::Consistent, [], 5), None);
+    }
+
+    #[test]
+    fn clock_and_renewal_fields_have_fixed_text_and_round_trip() {
+        let cases = [
+            (
+                Record::clock(1_000_000, 1_700_000_000_000_000, 0),
+                r#"{"event":"clock","interval_us":1000000,"server_us":1700000000000000,"at_us":0}"#,
+            ),
+            (
+                Record::release_because("w3", 2, 5, ReleaseReason::Expired, 9)
+                    .with_renewed(Renewed::Pair(58392)),
+                r#"{"worker":"w3","event":"release","i":2,"n":5,"reason":"expired","renewed":58392,"at_us":9}"#,
+            ),
+            (
+                Record::own_parts(
+                    "w1",
+                    1,
+                    3,
+                    60,
+                    Mapping::Consistent,
+                    vec![Part::whole(1, 3, 60)],
+                    7,
+                )
+                .with_renewed(Renewed::Parts(vec![58, 61])),
+                r#"{"worker":"w1","event":"own","i":1,"n":3,"token":60,"mapping":"consistent","held":[[1,3,1,3,60]],"renewed":[58,61],"at_us":7}"#,
+            ),
+        ];
+        for (record, line) in cases {
+            assert_eq!(record.to_line(), line);
+            assert_eq!(Record::from_line(line).unwrap(), record);
+        }
+        assert_eq!(
+            Record::fault("restart", 1).with_renewed(Renewed::Pair(3)),
+            Record::fault("restart", 1)
+        );
+        assert!(
+            Record::from_line(
+                r#"{"worker":"w","event":"release","i":0,"n":1,"renewed":"soon","at_us":1}"#
+            )
+            .is_err()
+        );
     }
 
     #[test]

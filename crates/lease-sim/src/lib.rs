@@ -1,14 +1,15 @@
 //! # lease-sim
 //!
 //! A deterministic simulator for [`lease_core`]: a virtual clock, a simulated
-//! Redis that runs both registration scripts' semantics ([`SimStore`]), a
+//! Redis that runs the semantics of both registration scripts and of the
+//! leave script ([`SimStore`]), a
 //! network with latency, loss and duplicates ([`Network`]), workers with
 //! offset and drifting local clocks that join, leave, crash, stall and
 //! cancel, and server faults (restarts, pauses, clock steps, lost writes).
 //! Every worker is a [`lease_core::Worker`] driven through the same interface
 //! the adapters use.
 //!
-//! A run writes a history in the format of DESIGN section 6
+//! A run writes a history in the format of docs/history-format.md
 //! ([`lease_history::Record`]) and the independent checker of
 //! [`lease_history`] judges it ([`Sim::check`]): exclusivity at every
 //! instant, fencing order, coverage, join-to-own and stand-down times. The

@@ -1,5 +1,6 @@
 //! A simulated Redis server for the real clients: one [`SimStore`] with the
-//! scripts' semantics behind a command interpreter (`EVALSHA`, `EVAL`,
+//! semantics of lease's three scripts (both registration scripts and the
+//! leave script, rule 16) behind a command interpreter (`EVALSHA`, `EVAL`,
 //! `SCRIPT LOAD`, `PING`), on tokio's clock, with scripted faults.
 //!
 //! [`SimRedis`] is the server; each client feature adds its own connection
@@ -100,7 +101,8 @@ impl SimRedisConfig {
 pub struct ServerStats {
     /// Requests received.
     pub requests: u64,
-    /// Registration scripts executed (a duplicate counts twice).
+    /// Scripts executed, registrations and leave requests (a duplicate
+    /// counts twice).
     pub executed: u64,
     /// Requests lost before execution.
     pub lost_requests: u64,
@@ -236,11 +238,9 @@ impl Server {
                     return arity("evalsha");
                 };
                 let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
-                let mode = [Mode::Ranked, Mode::Arrival]
-                    .into_iter()
-                    .find(|&m| Script::for_mode(m).sha1() == sha);
-                match mode {
-                    Some(mode) if self.scripts.contains(&sha) => self.run(mode, &args[2..]),
+                let script = scripts().find(|s| s.sha1() == sha);
+                match script {
+                    Some(script) if self.scripts.contains(&sha) => self.run(script, &args[2..]),
                     _ => {
                         self.stats.noscript += 1;
                         err("NOSCRIPT", "No matching script. Please use EVAL.".into())
@@ -254,7 +254,7 @@ impl Server {
                 match known_script(source) {
                     Some(script) => {
                         self.scripts.insert(script.sha1().to_owned());
-                        self.run(script.mode(), &args[2..])
+                        self.run(script, &args[2..])
                     }
                     None => unknown_script(),
                 }
@@ -286,13 +286,14 @@ impl Server {
         }
     }
 
-    /// `numkeys k1 k2 k3 args..` of a registration script.
-    fn run(&mut self, mode: Mode, rest: &[Vec<u8>]) -> Reply {
+    /// `numkeys k1 k2 k3 args..` of one of lease's scripts: a registration
+    /// script or the leave script (rule 16).
+    fn run(&mut self, script: &Script, rest: &[Vec<u8>]) -> Reply {
         let Some(numkeys) = rest.first() else {
             return arity("eval");
         };
         if numkeys.as_slice() != b"3" || rest.len() < 4 {
-            return err("ERR", "the registration scripts take exactly 3 keys".into());
+            return err("ERR", "lease's scripts take exactly 3 keys".into());
         }
         let mut text = Vec::with_capacity(rest.len() - 1);
         for arg in &rest[1..] {
@@ -304,7 +305,12 @@ impl Server {
         let keys = [text[0].as_str(), text[1].as_str(), text[2].as_str()];
         let now_us = self.now_us();
         self.stats.executed += 1;
-        match self.store.execute(mode, now_us, keys, &text[3..]) {
+        let executed = if script.is_leave() {
+            self.store.execute_leave(now_us, keys, &text[3..])
+        } else {
+            self.store.execute(script.mode(), now_us, keys, &text[3..])
+        };
+        match executed {
             Ok(values) => Reply::Integers(values),
             Err(e @ StoreError::WrongType) => {
                 let text = e.to_string();
@@ -337,11 +343,19 @@ fn unknown_script() -> Reply {
     )
 }
 
+/// Every script the simulated server runs: both registration scripts and
+/// the leave script.
+fn scripts() -> impl Iterator<Item = &'static Script> {
+    [
+        Script::for_mode(Mode::Ranked),
+        Script::for_mode(Mode::Arrival),
+        Script::leave(),
+    ]
+    .into_iter()
+}
+
 fn known_script(source: &[u8]) -> Option<&'static Script> {
-    [Mode::Ranked, Mode::Arrival]
-        .into_iter()
-        .map(Script::for_mode)
-        .find(|s| s.source().as_bytes() == source)
+    scripts().find(|s| s.source().as_bytes() == source)
 }
 
 /// A simulated Redis server shared by any number of connections: see the

@@ -1,6 +1,6 @@
-//! A simulated Redis: the semantics of both registration scripts (`TIME`,
-//! the group's rules record, key expiry, `INCR`/`GET`, sorted sets with
-//! `ZADD NX`, `ZRANK`, `ZCARD`)
+//! A simulated Redis: the semantics of both registration scripts and of the
+//! leave script (`TIME`, the group's rules record, key expiry, `INCR`/`GET`,
+//! sorted sets with `ZADD NX`, `ZRANK`, `ZCARD`, `ZREM`)
 //! over an in-memory key space, with the server-side faults the protocol must
 //! survive (restart losing every key) and one it need not (lost writes).
 //!
@@ -132,14 +132,11 @@ impl SimStore {
         args: &[String],
     ) -> Result<Vec<i64>, StoreError> {
         self.executed += 1;
-        let arg = |i: usize, what: &'static str| int_arg(args, i, what);
-        let interval_ms = arg(0, "interval")?;
-        let c = arg(1, "believed interval")?;
+        let interval_ms = int_arg(args, 0, "interval")?;
         if interval_ms <= 0 {
             return Err(StoreError::BadArguments("interval"));
         }
         let rules = args.get(2).ok_or(StoreError::BadArguments("rules"))?;
-        let token = args.get(3).ok_or(StoreError::BadArguments("token"))?;
         let sec = now_us.div_euclid(1_000_000);
         let usec = now_us.rem_euclid(1_000_000);
         let k = (sec * 1000 + usec / 1000).div_euclid(interval_ms);
@@ -149,10 +146,16 @@ impl SimStore {
             Some(Value::Text(_)) | None => {}
             Some(_) => return Err(StoreError::WrongType),
         }
+        // `c = tonumber(ARGV[2])`, read after the rules: `k == c + 1` fails
+        // on what is not a number, a non-integer matches neither.
+        let c = args
+            .get(1)
+            .and_then(|a| lua_number(a))
+            .ok_or(StoreError::BadArguments("believed interval"))?;
         // The key of the open interval k, as the script picks it.
-        let open = if k == c {
+        let open = if k as f64 == c {
             keys[0].to_owned()
-        } else if k == c + 1 {
+        } else if k as f64 == c + 1.0 {
             keys[1].to_owned()
         } else if self.leave_sabotage == Some(LeaveSabotage::ClientNamed) {
             keys[0].to_owned()
@@ -165,6 +168,8 @@ impl SimStore {
             let n: i64 = num.parse().unwrap_or(0);
             format!("{head}:{}", n - 1)
         };
+        // ZREM of a missing token fails before it writes.
+        let token = args.get(3).ok_or(StoreError::BadArguments("token"))?;
         let targets: Vec<String> = match self.leave_sabotage {
             None => vec![open],
             Some(LeaveSabotage::AlsoClosed) => vec![open, closed],
@@ -213,10 +218,7 @@ impl SimStore {
         args: &[String],
     ) -> Result<Vec<i64>, StoreError> {
         self.executed += 1;
-        let arg = |i: usize, what: &'static str| int_arg(args, i, what);
-        let interval_ms = arg(0, "interval")?;
-        let ttl_ms = arg(1, "ttl")?;
-        let expected = arg(2, "expected interval")?;
+        let interval_ms = int_arg(args, 0, "interval")?;
         if interval_ms <= 0 {
             return Err(StoreError::BadArguments("interval"));
         }
@@ -224,7 +226,6 @@ impl SimStore {
         let sec = now_us.div_euclid(1_000_000);
         let usec = now_us.rem_euclid(1_000_000);
         let k = (sec * 1000 + usec / 1000).div_euclid(interval_ms);
-        let ttl_us = ttl_ms.saturating_mul(1000);
         // The group's rules (rule 12): checked before anything is written.
         self.expire(keys[2], now_us);
         match self.keys.get(keys[2]).map(|e| &e.value) {
@@ -236,16 +237,32 @@ impl SimStore {
             Some(Value::Text(_)) | None => {}
             Some(_) => return Err(StoreError::WrongType),
         }
-        if k != expected {
+        // `k ~= tonumber(ARGV[3])`: what is not a number is never k.
+        if args.get(2).and_then(|a| lua_number(a)) != Some(k as f64) {
             return Ok(vec![0, k, sec, usec]);
         }
-        self.keys.insert(
-            keys[2].to_owned(),
-            Entry {
-                value: Value::Text(rules.clone()),
-                expires_at: now_us + ttl_us,
-            },
-        );
+        // The first write (the record's SET or PEXPIRE) takes the TTL as a
+        // Redis integer and fails, writing nothing, on anything else.
+        let ttl_ms = args
+            .get(1)
+            .and_then(|a| redis_integer(a))
+            .ok_or(StoreError::BadArguments("ttl"))?;
+        // A record that is there holds exactly these rules (checked above):
+        // PEXPIRE renews it. Otherwise SET writes it, and refuses a TTL of
+        // zero or less.
+        if self.keys.contains_key(keys[2]) {
+            self.pexpire(keys[2], now_us, ttl_ms);
+        } else if ttl_ms <= 0 {
+            return Err(StoreError::BadArguments("ttl"));
+        } else {
+            self.keys.insert(
+                keys[2].to_owned(),
+                Entry {
+                    value: Value::Text(rules.clone()),
+                    expires_at: now_us.saturating_add(ttl_ms.saturating_mul(1000)),
+                },
+            );
+        }
         self.expire(keys[0], now_us);
         self.expire(keys[1], now_us);
         match mode {
@@ -259,7 +276,7 @@ impl SimStore {
                 };
                 *x += 1;
                 let x = *x;
-                entry.expires_at = now_us + ttl_us;
+                self.pexpire(keys[0], now_us, ttl_ms);
                 let prev = match self.keys.get(keys[1]).map(|e| &e.value) {
                     None => -1,
                     Some(Value::Counter(c)) => *c,
@@ -269,10 +286,9 @@ impl SimStore {
             }
             Mode::Ranked => {
                 let token = args.get(4).ok_or(StoreError::BadArguments("token"))?;
-                let sent: f64 = args
-                    .get(5)
-                    .and_then(|a| a.parse().ok())
-                    .ok_or(StoreError::BadArguments("last position"))?;
+                // `tonumber(ARGV[6])`: what does not read as a number
+                // counts as a newcomer's -1, as in the script.
+                let sent = args.get(5).and_then(|a| lua_number(a)).unwrap_or(-1.0);
                 let (rank, size) = match self.keys.get(keys[1]).map(|e| &e.value) {
                     None => (None, 0),
                     Some(Value::Set(set)) => {
@@ -301,10 +317,20 @@ impl SimStore {
                         .partition_point(|(s, m)| (*s, m.as_bytes()) < (score, token.as_bytes()));
                     set.insert(at, (score, token.clone()));
                 }
-                entry.expires_at = now_us + ttl_us;
+                self.pexpire(keys[0], now_us, ttl_ms);
                 let rank = rank.map_or(-1, |r| r as i64);
                 Ok(vec![1, k, sec, usec, rank, size as i64])
             }
+        }
+    }
+
+    /// `PEXPIRE key ttl_ms`: a TTL of zero or less deletes the key, as
+    /// Redis does with an expiry time already past.
+    fn pexpire(&mut self, key: &str, now_us: i64, ttl_ms: i64) {
+        if ttl_ms <= 0 {
+            self.keys.remove(key);
+        } else if let Some(entry) = self.keys.get_mut(key) {
+            entry.expires_at = now_us.saturating_add(ttl_ms.saturating_mul(1000));
         }
     }
 
@@ -350,10 +376,31 @@ impl SimStore {
             Value::Text(t) => Peek::Text(t.clone()),
         })
     }
+
+    /// A sorted set's `(score, member)` pairs in Redis order, for inspection
+    /// in tests (`None` if the key is missing or holds another type).
+    pub fn scores(&self, key: &str) -> Option<Vec<(f64, String)>> {
+        match &self.keys.get(key)?.value {
+            Value::Set(set) => Some(set.clone()),
+            _ => None,
+        }
+    }
+
+    /// The server time (microseconds) at which a key expires, for
+    /// inspection in tests; every key the scripts write has one.
+    pub fn expires_at(&self, key: &str) -> Option<i64> {
+        self.keys.get(key).map(|e| e.expires_at)
+    }
+
+    /// The names of the keys present (expired keys included until touched),
+    /// sorted.
+    pub fn key_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.keys.keys().cloned().collect();
+        names.sort();
+        names
+    }
 }
 
-/// The key of the open interval `k` among the leave script's keys (`c` and
-/// `c + 1`), if it is one of them.
 /// Scores of returnees start here (`2^32`), after every carried position.
 const RETURNEE: f64 = 4_294_967_296.0;
 /// A newcomer's score (`2^53`), after every returnee.
@@ -383,10 +430,12 @@ fn hole_filled(set: &[(f64, String)], token: &str, sabotage: bool) -> Option<usi
     (0..s).filter(|p| !kept.contains(p)).nth(j)
 }
 
-fn key_of(keys: [&str; 3], c: i64, k: i64) -> Option<&str> {
-    if k == c {
+/// The key of the open interval `k` among the leave script's keys (`c` and
+/// `c + 1`), if it is one of them.
+fn key_of(keys: [&str; 3], c: f64, k: i64) -> Option<&str> {
+    if k as f64 == c {
         Some(keys[0])
-    } else if k == c + 1 {
+    } else if k as f64 == c + 1.0 {
         Some(keys[1])
     } else {
         None
@@ -399,10 +448,21 @@ fn key_of(keys: [&str; 3], c: i64, k: i64) -> Option<&str> {
 /// consistent); `-1` for what cannot be read.
 fn recorded_fields(record: &str) -> [i64; 4] {
     let parts: Vec<&str> = record.split(':').collect();
+    // `tonumber` gives a double, which Redis turns into an integer reply
+    // with a C cast: digits beyond 2^53 round, and a value of 2^63 or more
+    // is out of range, which x86-64 answers with i64::MIN (other machines
+    // saturate, as Rust's `as` does).
     let number = |s: &str| {
         (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| s.parse::<i64>().ok())
+            .then(|| s.parse::<f64>().ok())
             .flatten()
+            .map(|x| {
+                if cfg!(target_arch = "x86_64") && x >= 9_223_372_036_854_775_808.0 {
+                    i64::MIN
+                } else {
+                    x as i64
+                }
+            })
     };
     let word = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphabetic());
     let &[v, l, m, p] = parts.as_slice() else {
@@ -420,6 +480,47 @@ fn recorded_fields(record: &str) -> [i64; 4] {
         _ => -1,
     };
     [v, l, code(m), code(p)]
+}
+
+/// A string as the scripts' `tonumber` reads it (Lua 5.1 over C's
+/// `strtod`): a decimal number (exponent, `inf` and `nan` included) or a
+/// hexadecimal integer, with optional spaces around; `None` for anything
+/// else. Hexadecimal fractions, which `strtod` also reads, are left out: no
+/// client sends them.
+fn lua_number(text: &str) -> Option<f64> {
+    // C's isspace: space, \t, \n, \v, \f, \r.
+    let t = text.trim_matches(|c: char| matches!(c, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r'));
+    let (negative, digits) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    if let Some(hex) = digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let value = hex.bytes().fold(0.0_f64, |acc, b| {
+            acc * 16.0 + f64::from((b as char).to_digit(16).unwrap_or(0))
+        });
+        return Some(if negative { -value } else { value });
+    }
+    // Rust's grammar for f64 is strtod's decimal one: sign, digits with an
+    // optional point and exponent, or inf, infinity, nan in any case.
+    t.parse().ok()
+}
+
+/// A string as Redis reads an integer argument (`string2ll`): an optional
+/// minus sign and digits without a leading zero, within `i64`.
+fn redis_integer(text: &str) -> Option<i64> {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let canonical = digits == "0" || digits.bytes().next().is_some_and(|b| b != b'0');
+    if !canonical || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
 }
 
 /// Argument `i` of a script as an integer, or what it should have been.
@@ -650,6 +751,50 @@ mod tests {
         );
     }
 
+    /// What `tonumber` gives for the last positions the differential test
+    /// sends, and how Redis reads its odd TTLs
+    /// (`crates/lease-sim/tests/differential.rs` checks the store against
+    /// the real scripts with each of them).
+    #[test]
+    fn numbers_are_read_as_the_script_and_redis_read_them() {
+        for (text, number) in [
+            ("7", Some(7.0)),
+            (" 7", Some(7.0)),
+            ("8 ", Some(8.0)),
+            ("2.5", Some(2.5)),
+            ("1e3", Some(1000.0)),
+            ("-3", Some(-3.0)),
+            ("0x10", Some(16.0)),
+            ("-0x10", Some(-16.0)),
+            ("inf", Some(f64::INFINITY)),
+            ("x", None),
+            ("", None),
+            ("0x", None),
+            ("1e", None),
+        ] {
+            assert_eq!(lua_number(text), number, "{text:?}");
+        }
+        // TTLs as Redis reads an integer argument.
+        for (text, ttl) in [
+            ("1800000", Some(1_800_000)),
+            ("0", Some(0)),
+            ("-5", Some(-5)),
+            ("+5", None),
+            ("007", None),
+            ("1800000.0", None),
+            ("abc", None),
+        ] {
+            assert_eq!(redis_integer(text), ttl, "{text:?}");
+        }
+        // What is not a number is a newcomer, as in the script.
+        let mut s = SimStore::new();
+        let k = ["{g}:10", "{g}:9", "{g}:rules"];
+        let tok = "a".repeat(32);
+        s.execute(Mode::Ranked, at(10, 1), k, &args(10, &[&tok, "x"]))
+            .unwrap();
+        assert_eq!(s.scores("{g}:10"), Some(vec![(NEWCOMER, tok)]));
+    }
+
     #[test]
     fn unreadable_records_refuse_with_minus_ones() {
         assert_eq!(recorded_fields("1:300:ranked:modulo"), [1, 300, 1, 0]);
@@ -657,5 +802,10 @@ mod tests {
         assert_eq!(recorded_fields("1:300:ranked:ring"), [1, 300, 1, -1]);
         assert_eq!(recorded_fields("garbage"), [-1; 4]);
         assert_eq!(recorded_fields("1:x:ranked:modulo"), [-1; 4]);
+        // Read as doubles, as the script's tonumber does.
+        assert_eq!(
+            recorded_fields("9007199254740993:300:ranked:modulo"),
+            [9_007_199_254_740_992, 300, 1, 0]
+        );
     }
 }

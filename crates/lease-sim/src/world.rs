@@ -18,7 +18,7 @@ use lease_core::{
 
 use crate::net::{LocalClock, Network};
 use crate::store::SimStore;
-use lease_history::{LeaveHow, Part, Record};
+use lease_history::{LeaveHow, Part, PartEnd, Record, Renewed};
 
 /// The server clock's reading at true time zero: 2023-11-14, in microseconds
 /// since the Unix epoch (any realistic value would do).
@@ -286,7 +286,7 @@ impl Sim {
     /// A simulation with no workers yet. Fails if the options are invalid.
     pub fn new(config: SimConfig) -> Result<Self, OptionsError> {
         config.options.validate()?;
-        Ok(Self {
+        let mut sim = Self {
             options: config.options,
             network: config.network,
             clocks: config.clocks,
@@ -304,7 +304,9 @@ impl Sim {
             stats: Stats::default(),
             // Only differences of instants matter; the origin is arbitrary.
             epoch: Instant::now(),
-        })
+        };
+        sim.record_clock();
+        Ok(sim)
     }
 
     /// The group's options.
@@ -483,7 +485,7 @@ impl Sim {
         self.run_until(self.now() + d);
     }
 
-    /// Checks the history so far (DESIGN section 6): exclusivity, fencing,
+    /// Checks the history so far (docs/history-format.md): exclusivity, fencing,
     /// coverage, stand-downs, join-to-own.
     pub fn check(&self) -> lease_history::Summary {
         let mut records = self.history.clone();
@@ -518,16 +520,23 @@ impl Sim {
         let name = w.to_string();
         if let Some(lease) = &sw.held {
             let end = self.true_of(sw.clock, lease.deadline()).min(self.now);
-            return vec![Record::release(name, lease.i(), lease.n(), end)];
+            return vec![
+                Record::release(name, lease.i(), lease.n(), end)
+                    .with_renewed(Renewed::Pair(lease.renewed_in())),
+            ];
         }
         let Some(tasks) = &sw.held_tasks else {
             return Vec::new();
         };
-        let live: Vec<(u64, Part)> = tasks
+        let live: Vec<PartEnd> = tasks
             .leases()
             .iter()
             .zip(tasks.history_parts())
-            .map(|(l, p)| (self.true_of(sw.clock, l.deadline()), Part::from(p)))
+            .map(|(l, p)| PartEnd {
+                part: Part::from(p),
+                end_us: self.true_of(sw.clock, l.deadline()),
+                renewed: Some(l.renewed_in()),
+            })
             .collect();
         Record::task_set_ending(&name, history_mapping(tasks), live, self.now)
     }
@@ -580,6 +589,16 @@ impl Sim {
 
     fn server_now(&self) -> i64 {
         SERVER_EPOCH_US + self.now as i64 + self.server_shift
+    }
+
+    /// A `clock` line: what the server clock reads now. Written at the start
+    /// and after every step, so the checker can hold every lease to the end
+    /// of the interval after its last renewal.
+    fn record_clock(&mut self) {
+        let interval_us = self.options.interval.as_micros() as u64;
+        let server_us = u64::try_from(self.server_now()).unwrap_or(0);
+        self.history
+            .push(Record::clock(interval_us, server_us, self.now));
     }
 
     fn step(&mut self, step: Step) {
@@ -783,33 +802,43 @@ impl Sim {
                     .true_of(self.workers[w.0].clock, tasks.since())
                     .min(at_us);
                 let parts = tasks.history_parts().into_iter().map(Part::from);
-                self.history.extend(Record::own_task_set(
-                    w.to_string(),
-                    history_mapping(tasks),
-                    parts,
-                    at,
-                ));
+                // The own replaces the holding of the previous value: it
+                // carries that holding's renewal intervals (clones share
+                // them with the worker's state, so they are current).
+                let renewed = self.workers[w.0].held_tasks.as_ref().map(renewed_parts);
+                let own = Record::own_task_set(w.to_string(), history_mapping(tasks), parts, at);
+                self.history.extend(own.map(|own| match renewed {
+                    Some(renewed) => own.with_renewed(renewed),
+                    None => own,
+                }));
                 self.workers[w.0].held_tasks = Some(tasks.clone());
             }
             Event::Assignment(Assignment::Idle(idle)) => {
                 if let Some(lease) = &idle.ended {
                     let at = self.true_of(self.workers[w.0].clock, idle.since).min(at_us);
-                    self.history.push(match idle.reason.as_str().parse() {
+                    let release = match idle.reason.as_str().parse() {
                         Ok(reason) => {
                             Record::release_because(w.to_string(), lease.i(), lease.n(), reason, at)
                         }
                         Err(_) => Record::release(w.to_string(), lease.i(), lease.n(), at),
-                    });
+                    };
+                    self.history
+                        .push(release.with_renewed(Renewed::Pair(lease.renewed_in())));
                     self.workers[w.0].held = None;
                 }
                 if let Some(tasks) = &idle.ended_tasks {
                     let at = self.true_of(self.workers[w.0].clock, idle.since).min(at_us);
                     let newest = tasks.history_parts().into_iter().max_by_key(|p| p.4);
+                    // The holding it ends is the last value written, whose
+                    // parts are in the order of its `held`.
+                    let renewed =
+                        renewed_parts(self.workers[w.0].held_tasks.as_ref().unwrap_or(tasks));
                     if let Some((i, n, _, _, _)) = newest {
-                        self.history.push(match idle.reason.as_str().parse() {
+                        let release = match idle.reason.as_str().parse() {
                             Ok(reason) => Record::release_because(w.to_string(), i, n, reason, at),
                             Err(_) => Record::release(w.to_string(), i, n, at),
-                        });
+                        };
+                        self.history.push(release.with_renewed(renewed));
                     }
                     self.workers[w.0].held_tasks = None;
                 }
@@ -887,7 +916,10 @@ impl Sim {
             Action::Pause(d) => {
                 self.paused_until = self.paused_until.max(self.now + d.as_micros() as u64);
             }
-            Action::ClockStep(us) => self.server_shift += us,
+            Action::ClockStep(us) => {
+                self.server_shift += us;
+                self.record_clock();
+            }
             Action::LoseWrites(p) => {
                 let l = self.options.interval.as_millis() as i64;
                 let k = (self.server_now() / 1000).div_euclid(l) as u64;
@@ -924,6 +956,12 @@ fn fault_detail(action: &Action) -> Option<String> {
         Action::LoseWrites(p) => Some(format!("p={p}")),
         _ => None,
     }
+}
+
+/// The `renewed` field of a line that ends the holding `tasks` was written
+/// as: each part's last renewal interval, in the order of its `held`.
+fn renewed_parts(tasks: &Tasks) -> Renewed {
+    Renewed::Parts(tasks.leases().iter().map(|l| l.renewed_in()).collect())
 }
 
 /// The history's name of a task set's mapping.

@@ -1,103 +1,128 @@
-//! Exhaustive, bounded check of the exclusivity invariant (DESIGN section 3,
+//! Exhaustive, bounded check of the exclusivity invariant (docs/protocol.md,
 //! "Why it is exclusive"): for 2 and 3 workers, over a bounded window of
-//! intervals, every combination of network outcomes and stalls is run, and
-//! none lets two workers hold conflicting pairs at any instant.
+//! intervals, every combination of network outcomes, stalls, server-clock
+//! steps, restarts and graceful leaves of a scenario is run, and none lets
+//! two workers hold a common task at any instant.
 //!
 //! # The model checker
 //!
 //! A small stateless model checker of our own. It drives the real
-//! [`lease_core::Worker`] state machines and the real [`SimStore`] (both
-//! scripts' semantics) through a fully deterministic driver: no seed, no
-//! randomness, one event queue ordered by `(time, sequence)`. The worker is
+//! [`lease_core::Worker`] state machines and the real [`lease_sim::SimStore`]
+//! through the deterministic driver of `tests/driver` (no seed, no
+//! randomness, one event queue ordered by `(time, sequence)`). The worker is
 //! not `Clone`, so the search is a depth-first walk over *choice sequences*
 //! with replay from scratch: a run takes its choices from a prefix, then the
 //! first option at every new choice point; the next run increments the
 //! deepest choice that has options left. Every leaf is one complete run.
 //!
-//! # The environment
+//! # The choice points
 //!
-//! - Interval `L` = 1000 ms, gap 0.15 (and 0.05). The server clock is true
-//!   time plus an epoch aligned to `L`; each worker's local clock is true time
-//!   (offsets and drift are covered by the randomized simulations).
-//! - A **choice point** is the first registration a worker sends in an
-//!   interval of the scenario's window. Its outcome is one of [`Fate`]:
-//!   executed with a prompt reply (1 ms round trip), executed with a late
-//!   reply (just past the gap, or 0.9 L), executed with the reply lost, lost
-//!   before execution, or executed at once while the worker process freezes
-//!   for one interval right after the send (every input deferred until it
-//!   wakes). The outcome is the worker's link for the rest of that interval:
-//!   its retries in the same interval share it (so one choice can keep a
-//!   worker out of an interval, which `Ranked` retries would otherwise always
-//!   undo). Outside the window every registration is prompt.
-//! - Optionally, the store loses every key (a restart) at one interval
-//!   boundary.
+//! `L` = 1000 ms, gap 0.15 (and 0.05). Each worker's local clock is true
+//! time (offsets and drift are left to the randomized simulations); the
+//! server clock is true time plus an epoch aligned to `L` plus its steps.
 //!
-//! The number of choice points is the same on every path (each worker sends
-//! in every interval, whatever happened before), so a scenario has exactly
-//! `fates ^ (workers x window intervals)` leaves; each test asserts that
-//! count, so a change that silently shrinks the search fails.
+//! - **Before the run**, one choice each, when the scenario offers more than
+//!   one option: a **step of the server clock** (none, or `J` of `G/4`,
+//!   `G/2` or `2G`, forward or backward, at one of a few instants of the
+//!   window); a **store restart** (none, or at one of a few instants); a
+//!   **graceful leave** of one worker (none, or `Worker::handle_cancel`
+//!   0.2 ms after one of its registrations is sent, while it is in flight:
+//!   the leave request executes on arrival, so it lands after a prompt
+//!   registration and before a [`Fate::SlowRequest`] one, which re-adds the
+//!   token).
+//! - **At the start of every interval of the window**, for each worker alive
+//!   in it, the [`Fate`] of its link for that interval: every registration
+//!   it sends during the interval shares it (so one choice can keep a worker
+//!   out of an interval, which `Ranked` retries would otherwise always
+//!   undo). Outside the window every request is prompt (1 ms round trip), and
+//!   so is every leave request.
+//!
+//! The number of choice points does not depend on what the workers do, so a
+//! scenario's leaf count is a product of its arities
+//! ([`Scenario::expected_leaves`]); each test asserts it, so a change that
+//! silently shrinks the search fails.
 //!
 //! # What is checked at every leaf
 //!
-//! 1. The history (an `own` when a loop receives a pair, a `release` at the
-//!    instant the lease really ended: the `Released` event's `at`, or at the
-//!    end the earlier of the lease deadline and the end of the run) passes
-//!    [`checker::check`]: no exclusivity violation, no fencing violation, no
-//!    anomaly.
-//! 2. Independently, after every instant at which something happened, the
-//!    pairs `lease_at(now)` of all workers have one `n` and distinct `i`
-//!    (every lease starts at an event, so an overlap shows at one).
+//! 1. The history (an `own` when a loop receives a pair or a task set, a
+//!    `release` at the instant it really ended) passes
+//!    [`lease_history::check`]: exclusivity (per task for task-set
+//!    histories), fencing, no anomaly.
+//! 2. Independently, at every instant at which something happened, no two
+//!    workers hold a common task: whole pairs have one `n` and distinct `i`,
+//!    task sets share no id of `0..4096` (the driver's direct check).
 //!
-//! # The negative control
+//! The oracle depends on the step chosen. Without a step, or with a forward
+//! step below `G`, both must hold entirely (rule 17's claim). With a
+//! backward step below `G`, exclusivity must hold but fencing tokens may
+//! repeat (rule 10). Steps of `2G` are not asserted: violating leaves are
+//! counted and the first one of each direction printed. A forward step of
+//! `2G` is outside the guarantee; a backward one can break exclusivity in
+//! `Ranked` mode, a limit the search found (the schedule is pinned by
+//! `a_backward_step_that_reopens_an_interval_can_hand_one_position_to_two_workers`).
 //!
-//! `holder_measuring_from_arrival_is_caught_by_the_search` feeds the checker
-//! the spans of a deliberately broken holder, which anchors every grant and
-//! renewal at the reply's *arrival* instead of its send (rule 6 forbids it),
-//! and asserts that the same search finds violating leaves: the checker and
-//! the search are able to see the overlap the real core avoids.
+//! # Negative controls
 //!
+//! - `without_rule_17_the_search_finds_the_forward_step_schedule` runs three
+//!   one-interval step trees (join, departure, departure with task sets)
+//!   with `sabotage_grant_from_early_registration`: the search must find a
+//!   schedule in which two workers hold one task under a forward step below
+//!   `G` (and prints it), while the same trees with the rule find none.
+//! - `holder_measuring_from_arrival_is_caught_by_the_search` feeds the
+//!   checker the spans of a deliberately broken holder that anchors every
+//!   grant and renewal at the reply's *arrival* instead of its send (rule 6
+//!   forbids it).
+//!
+//! `LEASE_SEARCH_DEEP=1` adds larger trees (wider windows, every fate).
 //! Run with `--nocapture` to see the leaf counts and the time per scenario.
 
-use std::collections::BTreeMap;
+mod driver;
+
+use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use lease_core::{Assignment, Event, IdleReason, Lease, Mode, Options, RequestId, Token, Worker};
-use lease_history::Record;
-use lease_history::{self as checker, Summary};
-use lease_sim::SimStore;
+use driver::{
+    Action, At, Driver, HALF_TRIP, K0, L, Net, Outcome, ReplyAt, Route, SERVER_EPOCH_US, Sent,
+    View, token_at,
+};
+use lease_core::{Mode, Options};
 
-/// Interval length `L`, in microseconds.
-const L: u64 = 1_000_000;
-/// The server clock at true time 0 (a multiple of `L`, as in the simulator).
-const SERVER_EPOCH_US: i64 = 1_700_000_000_000_000;
-/// One way of a prompt round trip.
-const HALF_TRIP: u64 = 500;
 /// How long a stalled worker stays frozen.
 const STALL: u64 = L;
 
-/// The outcome of a registration (and of the worker's retries in the same
-/// interval).
+/// The outcome of a worker's registrations during one interval.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Fate {
     /// Executed on arrival at the store, 0.5 ms after the send (as every
-    /// executed outcome is: "at once" below); the reply arrives 1 ms after
-    /// the send.
-    Prompt,
-    /// Executed at once; the reply arrives just past the gap, `G + 1 ms`
+    /// executed outcome is unless said otherwise); the reply arrives 1 ms
     /// after the send.
+    Prompt,
+    /// The reply arrives just past the gap, `G + 1 ms` after the send.
     LateGap,
-    /// Executed at once; the reply arrives `0.9 L` after the send.
+    /// The reply arrives `0.9 L` after the send.
     LateLong,
     /// Executed; the reply is lost.
     ReplyLost,
     /// Lost before execution.
     RequestLost,
-    /// Executed at once with a prompt reply, but the worker process freezes
-    /// for `L` right after the send: its reply, timers and give-ups wait
-    /// until it wakes.
+    /// Prompt, but the worker process freezes for `L` right after the send:
+    /// its reply, timers and give-ups wait until it wakes.
     Stall,
+    /// Reaches the store `G + 1 ms` after the send (a slow link on the way
+    /// out); the reply is prompt.
+    SlowRequest,
+    /// Prompt, and the reply is delivered a second time just after the
+    /// server's interval ends (a duplicate across the boundary).
+    DupReply,
+    /// The connection stalls until the server's interval ends: the first
+    /// registration executes at once but its reply comes back only 4 ms
+    /// after the boundary (server clock), after the re-aims below; each
+    /// retry queues behind it and only the latest one survives, executing
+    /// 2 ms after the boundary (a wrong-interval answer, then re-aims that
+    /// fire at once). Requests sent after the boundary are prompt.
+    Straddle,
 }
 
 impl fmt::Display for Fate {
@@ -109,11 +134,14 @@ impl fmt::Display for Fate {
             Fate::ReplyLost => "reply-lost",
             Fate::RequestLost => "request-lost",
             Fate::Stall => "stall",
+            Fate::SlowRequest => "slow-request",
+            Fate::DupReply => "dup-reply",
+            Fate::Straddle => "straddle",
         })
     }
 }
 
-/// Every outcome.
+/// The original outcomes.
 const ALL_FATES: [Fate; 6] = [
     Fate::Prompt,
     Fate::LateGap,
@@ -133,21 +161,88 @@ const CORE_FATES: [Fate; 5] = [
     Fate::Stall,
 ];
 
+/// The outcomes of the clock-step trees: replies across the boundary, the
+/// wrong-interval answer and its re-aims, lost replies and requests.
+const STEP_FATES: [Fate; 5] = [
+    Fate::Prompt,
+    Fate::ReplyLost,
+    Fate::RequestLost,
+    Fate::Straddle,
+    Fate::DupReply,
+];
+
+/// The outcomes of the graceful-leave trees: the registration executes
+/// before the leave (prompt), after it (slow), or its reply is lost.
+const LEAVE_FATES: [Fate; 4] = [
+    Fate::Prompt,
+    Fate::SlowRequest,
+    Fate::ReplyLost,
+    Fate::Straddle,
+];
+
+/// Every outcome (deep runs).
+const EVERY_FATE: [Fate; 9] = [
+    Fate::Prompt,
+    Fate::LateGap,
+    Fate::LateLong,
+    Fate::ReplyLost,
+    Fate::RequestLost,
+    Fate::Stall,
+    Fate::SlowRequest,
+    Fate::DupReply,
+    Fate::Straddle,
+];
+
+/// A step of the server clock: `by` microseconds at true `at`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ClockStep {
+    at: u64,
+    by: i64,
+}
+
+/// What the oracle asks of a leaf.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Class {
+    /// No step, or a forward step below `G`: exclusivity and fencing.
+    Guaranteed,
+    /// A backward step smaller than `G`: exclusivity (fencing tokens may
+    /// repeat, rule 10).
+    Backward,
+    /// A step of `G` or more: outside what the search asserts (forward:
+    /// outside the guarantee; backward: see
+    /// `a_backward_step_that_reopens_an_interval_can_hand_one_position_to_two_workers`).
+    Beyond {
+        /// The step went back.
+        backward: bool,
+    },
+}
+
 /// One bounded search.
 #[derive(Clone, Debug)]
 struct Scenario {
     mode: Mode,
+    incremental: bool,
     gap: f64,
     /// True join time of each worker, in microseconds.
     joins: Vec<u64>,
-    /// Intervals (true time / `L`) whose first registration per worker is a
-    /// choice point.
+    /// Intervals (true time / `L`) whose link fates are choice points.
     window: Range<u64>,
     fates: &'static [Fate],
-    /// The store loses every key at this true instant.
-    restart_at: Option<u64>,
+    /// A worker that crashes (not a choice), and when.
+    crash: Option<(usize, u64)>,
+    /// The step choice's options (empty or one: no choice point).
+    steps: Vec<Option<ClockStep>>,
+    /// The restart choice's options: true instants.
+    restarts: Vec<Option<u64>>,
+    /// The graceful-leave choice's options: a worker and the interval of
+    /// the registration its cancel races.
+    leaves: Vec<Option<(usize, u64)>>,
     /// The run ends here (true microseconds).
     horizon: u64,
+    /// Rule 17 switched off (`sabotage_grant_from_early_registration`).
+    sabotage_early: bool,
+    /// Write the broken holder's history too.
+    track_broken: bool,
 }
 
 impl Scenario {
@@ -155,15 +250,66 @@ impl Scenario {
         self.joins.len()
     }
 
-    /// The number of leaves the search must visit: every worker meets one
-    /// choice point in every interval of the window.
-    fn expected_leaves(&self) -> u64 {
-        let points = self.workers() as u32 * (self.window.end - self.window.start) as u32;
-        (self.fates.len() as u64).pow(points)
-    }
-
     fn g(&self) -> u64 {
         (self.gap * L as f64).round() as u64
+    }
+
+    fn options(&self) -> Options {
+        let mut o = driver::options(self.mode, self.gap, self.incremental);
+        o.sabotage_grant_from_early_registration = self.sabotage_early;
+        if self.leaves.iter().any(Option::is_some) {
+            o = o.with_graceful_leave(true);
+        }
+        o
+    }
+
+    /// The spread fraction of worker `w`'s token: `(w + 0.5) / workers`, so
+    /// they fire in worker order and sort so among newcomers.
+    fn spread(&self, w: usize) -> f64 {
+        (w as f64 + 0.5) / self.workers() as f64
+    }
+
+    /// True instant at which worker `w` sends its scheduled registration in
+    /// interval `k` (rule 8, no step before it; at least half the prompt
+    /// round trip after `kL + G`, rule 17).
+    fn fire_at(&self, w: usize, k: u64) -> u64 {
+        let o = self.options();
+        let u = (self.spread(w) * o.effective_spread() * L as f64) as u64;
+        k * L + self.g() + u.max(HALF_TRIP)
+    }
+
+    /// The workers whose link for interval `k` is a choice point, with the
+    /// graceful leave `leave`: joined by the end of `k`, not crashed before
+    /// it, not gone after the interval of their leave.
+    fn alive(&self, k: u64, leave: Option<(usize, u64)>) -> Vec<usize> {
+        (0..self.workers())
+            .filter(|&w| self.joins[w] < (k + 1) * L)
+            .filter(|&w| !self.crash.is_some_and(|(c, at)| c == w && at < k * L))
+            .filter(|&w| !leave.is_some_and(|(l, lk)| l == w && k > lk))
+            .collect()
+    }
+
+    /// The number of leaves the search must visit, from the options alone.
+    fn expected_leaves(&self) -> u64 {
+        let arity = |n: usize| n.max(1) as u64;
+        let globals = arity(self.steps.len()) * arity(self.restarts.len());
+        let leaves: Vec<Option<(usize, u64)>> = if self.leaves.is_empty() {
+            vec![None]
+        } else {
+            self.leaves.clone()
+        };
+        let links: u64 = leaves
+            .iter()
+            .map(|&leave| {
+                let points: usize = self
+                    .window
+                    .clone()
+                    .map(|k| self.alive(k, leave).len())
+                    .sum();
+                (self.fates.len() as u64).pow(points as u32)
+            })
+            .sum();
+        globals * links
     }
 }
 
@@ -171,498 +317,260 @@ impl fmt::Display for Scenario {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} g={} workers={} window=[{}L,{}L) fates={} restart={} horizon={}L",
+            "{}{} g={} workers={} window=[{}L,{}L) fates={}",
             self.mode,
+            if self.incremental { "/incremental" } else { "" },
             self.gap,
             self.workers(),
             self.window.start,
             self.window.end,
             self.fates.len(),
-            self.restart_at
-                .map_or_else(|| "-".to_owned(), |t| format!("{}L", t as f64 / L as f64)),
-            self.horizon as f64 / L as f64,
-        )
+        )?;
+        if let Some((w, at)) = self.crash {
+            write!(f, " crash=w{w}@{}L", at as f64 / L as f64)?;
+        }
+        if self.steps.len() > 1 {
+            write!(f, " steps={}", self.steps.len())?;
+        }
+        match self.restarts[..] {
+            [] => {}
+            [Some(at)] => write!(f, " restart={}L", at as f64 / L as f64)?,
+            _ => write!(f, " restarts={}", self.restarts.len())?,
+        }
+        if self.leaves.len() > 1 {
+            write!(f, " leaves={}", self.leaves.len())?;
+        }
+        if self.sabotage_early {
+            f.write_str(" RULE-17-OFF")?;
+        }
+        write!(f, " horizon={}L", self.horizon as f64 / L as f64)
     }
 }
 
-/// A choice made at a choice point: worker, interval, outcome.
-#[derive(Clone, Copy, Debug)]
-struct Choice {
-    worker: usize,
-    interval: u64,
-    fate: Fate,
-}
-
-fn render(choices: &[Choice]) -> String {
-    choices
-        .iter()
-        .map(|c| format!("w{}@{}L:{}", c.worker, c.interval, c.fate))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// What one leaf (one complete run) produced.
-struct Leaf {
+/// The search's network: the choices of one replay.
+struct SearchNet<'a> {
+    sc: &'a Scenario,
+    prefix: &'a [usize],
     /// `(chosen option, number of options)` at each choice point, in order.
     trace: Vec<(usize, usize)>,
-    choices: Vec<Choice>,
-    /// The checker's verdict on the real history.
-    summary: Summary,
-    /// The checker's verdict on the broken holder's spans (negative control).
-    broken: Summary,
-    /// The first instant at which the `lease_at` pairs conflicted, if any.
-    pointwise: Option<String>,
-    /// Replies the core rejected as malformed (the store is faithful: none).
-    rejected: u64,
-    /// Grants seen (so a scenario that never grants anything is noticed).
-    owns: u64,
-    /// Instants at which the pointwise check compared two or more leases.
-    shared: u64,
+    /// The choices, readable.
+    choices: Vec<String>,
+    /// The graceful leave chosen.
+    leave: Option<(usize, u64)>,
+    links: HashMap<(usize, u64), Fate>,
+    /// A straddled link's boundary (server microseconds), once its first
+    /// registration was sent.
+    straddles: HashMap<(usize, u64), i64>,
 }
 
-/// Something scheduled in the model.
-enum Step {
-    Join(usize),
-    Wake(usize, u64),
-    /// The request reaches the store; the reply (if any) is due at `reply_at`.
-    Arrive {
-        worker: usize,
-        id: RequestId,
-        keys: [String; 3],
-        args: Vec<String>,
-        reply_at: Option<u64>,
-    },
-    Deliver(usize, RequestId, Vec<i64>),
-    GiveUp(usize, RequestId),
-    Restart,
-}
-
-/// The broken holder of the negative control: what it believes it holds.
-#[derive(Clone, Copy, Debug)]
-struct BrokenHold {
-    i: u32,
-    n: u32,
-    /// True instant until which it believes the lease valid.
-    until: u64,
-}
-
-struct Proc {
-    core: Option<Worker>,
-    wake_gen: u64,
-    stalled_until: u64,
-    /// The lease the loop holds (a clone shares the core's deadline).
-    held: Option<Lease>,
-    /// The outcome chosen for this interval: `(interval, fate)`.
-    link: Option<(u64, Fate)>,
-    /// True send time of each request.
-    sent: Vec<(RequestId, u64)>,
-    broken: Option<BrokenHold>,
-}
-
-/// One replay: the deterministic driver.
-struct Model<'a> {
-    sc: &'a Scenario,
-    options: Options,
-    base: Instant,
-    now: u64,
-    seq: u64,
-    queue: BTreeMap<(u64, u64), Step>,
-    store: SimStore,
-    procs: Vec<Proc>,
-    prefix: &'a [usize],
-    trace: Vec<(usize, usize)>,
-    choices: Vec<Choice>,
-    history: Vec<Record>,
-    broken: Vec<Record>,
-    pointwise: Option<String>,
-    shared: u64,
-    rejected: u64,
-    /// Set by `record` when a grant is seen during the current input.
-    granted: bool,
-}
-
-impl<'a> Model<'a> {
-    fn new(sc: &'a Scenario, prefix: &'a [usize], base: Instant) -> Self {
-        let options = Options::new("g", Duration::from_micros(L))
-            .with_gap(sc.gap)
-            .with_mode(sc.mode);
-        let mut m = Self {
-            sc,
-            options,
-            base,
-            now: 0,
-            seq: 0,
-            queue: BTreeMap::new(),
-            store: SimStore::new(),
-            procs: Vec::new(),
-            prefix,
-            trace: Vec::new(),
-            choices: Vec::new(),
-            history: Vec::new(),
-            broken: Vec::new(),
-            pointwise: None,
-            shared: 0,
-            rejected: 0,
-            granted: false,
-        };
-        for (w, &at) in sc.joins.iter().enumerate() {
-            m.procs.push(Proc {
-                core: None,
-                wake_gen: 0,
-                stalled_until: 0,
-                held: None,
-                link: None,
-                sent: Vec::new(),
-                broken: None,
-            });
-            m.push(at, Step::Join(w));
-        }
-        if let Some(at) = sc.restart_at {
-            m.push(at, Step::Restart);
-        }
-        m
-    }
-
-    fn push(&mut self, at: u64, step: Step) {
-        self.seq += 1;
-        self.queue.insert((at, self.seq), step);
-    }
-
-    fn local(&self, t: u64) -> Instant {
-        self.base + Duration::from_micros(t)
-    }
-
-    fn true_of(&self, at: Instant) -> u64 {
-        at.saturating_duration_since(self.base).as_micros() as u64
-    }
-
-    fn name(w: usize) -> String {
-        format!("w{w}")
-    }
-
-    /// Runs to the horizon and returns the leaf.
-    fn run(mut self) -> Leaf {
-        while let Some((&(at, _), _)) = self.queue.first_key_value() {
-            if at > self.sc.horizon {
-                break;
-            }
-            if at > self.now {
-                self.check_pointwise();
-            }
-            let Some(((at, _), step)) = self.queue.pop_first() else {
-                break;
-            };
-            self.now = at;
-            self.step(step);
-        }
-        self.check_pointwise();
-        self.now = self.sc.horizon;
-        self.finish()
-    }
-
-    /// Rule of the lease: at `now`, the pairs in force have one `n` and
-    /// distinct `i`.
-    fn check_pointwise(&mut self) {
-        if self.pointwise.is_some() {
-            return;
-        }
-        let now = self.local(self.now);
-        let held: Vec<(usize, u32, u32)> = self
-            .procs
-            .iter()
-            .enumerate()
-            .filter_map(|(w, p)| {
-                let l = p.core.as_ref()?.lease_at(now)?;
-                Some((w, l.i(), l.n()))
-            })
-            .collect();
-        if held.len() >= 2 {
-            self.shared += 1;
-        }
-        for (a, &(wa, ia, na)) in held.iter().enumerate() {
-            for &(wb, ib, nb) in &held[a + 1..] {
-                if na != nb || ia == ib {
-                    self.pointwise = Some(format!(
-                        "at {}us: w{wa} holds {ia}/{na} while w{wb} holds {ib}/{nb}",
-                        self.now
-                    ));
-                    return;
-                }
-            }
-        }
-    }
-
-    fn step(&mut self, step: Step) {
-        // A frozen process receives nothing until it wakes.
-        if let Step::Wake(w, _) | Step::Deliver(w, ..) | Step::GiveUp(w, _) = &step {
-            let until = self.procs[*w].stalled_until;
-            if until > self.now {
-                self.push(until, step);
-                return;
-            }
-        }
-        match step {
-            Step::Join(w) => {
-                let bits = spread_token(w, self.sc.workers());
-                let core = Worker::new(
-                    &self.options,
-                    Token::from_bits_same_worker_if_reused(bits),
-                    self.local(self.now),
-                )
-                .expect("valid options");
-                self.procs[w].core = Some(core);
-                self.history.push(Record::join(Self::name(w), self.now));
-                self.input(w, None, |core, now| core.handle_timeout(now));
-            }
-            Step::Wake(w, gen_) => {
-                if self.procs[w].wake_gen == gen_ {
-                    self.input(w, None, |core, now| core.handle_timeout(now));
-                }
-            }
-            Step::Arrive {
-                worker,
-                id,
-                keys,
-                args,
-                reply_at,
-            } => {
-                let server = SERVER_EPOCH_US + self.now as i64;
-                let values = self
-                    .store
-                    .execute(self.sc.mode, server, [&keys[0], &keys[1], &keys[2]], &args)
-                    .expect("the store runs every registration the core sends");
-                if let Some(at) = reply_at {
-                    self.push(at.max(self.now), Step::Deliver(worker, id, values));
-                }
-            }
-            Step::Deliver(w, id, values) => {
-                let sent = self.procs[w]
-                    .sent
-                    .iter()
-                    .find(|(r, _)| *r == id)
-                    .map(|&(_, t)| t);
-                let mut rejected = false;
-                self.input(w, sent, |core, now| {
-                    rejected = core.handle_reply(now, id, &values).is_err();
-                });
-                self.rejected += u64::from(rejected);
-            }
-            Step::GiveUp(w, id) => {
-                self.input(w, None, |core, now| {
-                    core.handle_failure(now, id, &"gave up")
-                });
-            }
-            Step::Restart => self.store.flush(),
-        }
-    }
-
-    /// Feeds one input to worker `w` at the current instant, then does what
-    /// an adapter does: sends every transmit, hands every event to the loop,
-    /// and sleeps until the next timeout. `reply_sent` is the send time of the
-    /// request whose reply this input is, for the broken holder.
-    fn input(&mut self, w: usize, reply_sent: Option<u64>, f: impl FnOnce(&mut Worker, Instant)) {
-        let now = self.local(self.now);
-        let before = self.procs[w]
-            .held
-            .as_ref()
-            .map(|l| self.true_of(l.deadline()));
-        let mut sends = Vec::new();
-        let mut events = Vec::new();
-        let timeout;
-        {
-            let Some(core) = self.procs[w].core.as_mut() else {
-                return;
-            };
-            f(core, now);
-            while let Some(t) = core.poll_transmit() {
-                sends.push((
-                    t.id,
-                    t.keys.map(str::to_owned),
-                    t.args.to_vec(),
-                    t.expires_at,
-                ));
-            }
-            while let Some(e) = core.poll_event() {
-                events.push(e);
-            }
-            timeout = core.poll_timeout();
-        }
-        self.granted = false;
-        for e in events {
-            self.record(w, e);
-        }
-        // The broken holder re-anchors every grant or renewal at the arrival.
-        if let Some(sent) = reply_sent
-            && let Some(lease) = &self.procs[w].held
-        {
-            let deadline = self.true_of(lease.deadline());
-            let renewed = self.granted || before.is_some_and(|b| deadline > b);
-            if renewed && let Some(b) = &mut self.procs[w].broken {
-                b.until = b.until.max(deadline + (self.now - sent));
-            }
-        }
-        for (id, keys, args, expires_at) in sends {
-            self.send(w, id, keys, args, expires_at);
-        }
-        if let Some(t) = timeout {
-            let at = self.true_of(t).max(self.now);
-            let p = &mut self.procs[w];
-            p.wake_gen += 1;
-            let gen_ = p.wake_gen;
-            self.push(at, Step::Wake(w, gen_));
-        }
-    }
-
-    /// The outcome of a registration `w` sends now: a choice point for its
-    /// first registration in an interval of the window, the same outcome for
-    /// the rest of that interval, prompt elsewhere.
-    fn fate(&mut self, w: usize) -> Fate {
-        let k = self.now / L;
-        match self.procs[w].link {
-            Some((j, fate)) if j == k => return fate,
-            _ => {}
-        }
-        if !self.sc.window.contains(&k) {
-            return Fate::Prompt;
-        }
-        let at = self.trace.len();
-        let arity = self.sc.fates.len();
-        let c = self.prefix.get(at).copied().unwrap_or(0);
+impl SearchNet<'_> {
+    fn choose(&mut self, arity: usize) -> usize {
+        let c = self.prefix.get(self.trace.len()).copied().unwrap_or(0);
         self.trace.push((c, arity));
-        let fate = self.sc.fates[c];
-        self.choices.push(Choice {
-            worker: w,
-            interval: k,
-            fate,
-        });
-        self.procs[w].link = Some((k, fate));
-        fate
-    }
-
-    fn send(
-        &mut self,
-        w: usize,
-        id: RequestId,
-        keys: [String; 3],
-        args: Vec<String>,
-        expires_at: Instant,
-    ) {
-        let now = self.now;
-        self.procs[w].sent.push((id, now));
-        let give_up = self.true_of(expires_at).max(now);
-        self.push(give_up, Step::GiveUp(w, id));
-        let reply_at = match self.fate(w) {
-            Fate::Prompt => Some(now + 2 * HALF_TRIP),
-            Fate::LateGap => Some(now + self.sc.g() + 1000),
-            Fate::LateLong => Some(now + L * 9 / 10),
-            Fate::ReplyLost => None,
-            Fate::RequestLost => return,
-            Fate::Stall => {
-                let p = &mut self.procs[w];
-                p.stalled_until = p.stalled_until.max(now + STALL);
-                Some(now + 2 * HALF_TRIP)
-            }
-        };
-        self.push(
-            now + HALF_TRIP,
-            Step::Arrive {
-                worker: w,
-                id,
-                keys,
-                args,
-                reply_at,
-            },
-        );
-    }
-
-    /// The loop receives an event: history lines for the real holder and
-    /// for the broken one.
-    fn record(&mut self, w: usize, event: Event) {
-        let now = self.now;
-        match event {
-            // This model checks whole pairs.
-            Event::Assignment(Assignment::Tasks(_)) => {}
-            Event::Assignment(Assignment::Held(lease)) => {
-                self.granted = true;
-                let deadline = self.true_of(lease.deadline());
-                self.history.push(Record::own(
-                    Self::name(w),
-                    lease.i(),
-                    lease.n(),
-                    lease.token(),
-                    now,
-                ));
-                if let Some(b) = self.procs[w].broken.take() {
-                    self.broken
-                        .push(Record::release(Self::name(w), b.i, b.n, b.until.min(now)));
-                }
-                self.broken.push(Record::own(
-                    Self::name(w),
-                    lease.i(),
-                    lease.n(),
-                    lease.token(),
-                    now,
-                ));
-                self.procs[w].broken = Some(BrokenHold {
-                    i: lease.i(),
-                    n: lease.n(),
-                    until: deadline,
-                });
-                self.procs[w].held = Some(lease);
-            }
-            Event::Assignment(Assignment::Idle(idle)) => {
-                let Some(ended) = &idle.ended else { return };
-                let at = self.true_of(idle.since).min(now);
-                self.history
-                    .push(Record::release(Self::name(w), ended.i(), ended.n(), at));
-                self.procs[w].held = None;
-                // The broken holder trusts its own deadline over expiry, but
-                // gives the pair back when told to.
-                if idle.reason != IdleReason::Expired
-                    && let Some(b) = self.procs[w].broken.take()
-                {
-                    self.broken
-                        .push(Record::release(Self::name(w), b.i, b.n, b.until.min(at)));
-                }
-            }
-            Event::Stopped => {}
-        }
-    }
-
-    fn finish(mut self) -> Leaf {
-        let end = self.sc.horizon;
-        for w in 0..self.procs.len() {
-            if let Some(lease) = self.procs[w].held.take() {
-                let at = self.true_of(lease.deadline()).min(end);
-                self.history
-                    .push(Record::release(Self::name(w), lease.i(), lease.n(), at));
-            }
-            if let Some(b) = self.procs[w].broken.take() {
-                self.broken
-                    .push(Record::release(Self::name(w), b.i, b.n, b.until.min(end)));
-            }
-        }
-        let summary = checker::check(&self.history, Some(end));
-        let broken = checker::check(&self.broken, Some(end));
-        Leaf {
-            trace: self.trace,
-            choices: self.choices,
-            owns: summary.owns,
-            summary,
-            broken,
-            pointwise: self.pointwise,
-            shared: self.shared,
-            rejected: self.rejected,
-        }
+        c
     }
 }
 
-/// Tokens whose early-schedule spreads (rule 8) are `(w + 0.5) / workers`
-/// of the spread: distinct send times, in the order of the workers.
-fn spread_token(w: usize, workers: usize) -> u128 {
-    let fraction = (w as f64 + 0.5) / workers as f64;
-    let high = (fraction * 18_446_744_073_709_551_616.0) as u64;
-    (u128::from(high) << 64) | (w as u128 + 1)
+impl Net for SearchNet<'_> {
+    fn route(&mut self, s: &Sent, v: &View) -> Route {
+        let now = s.at;
+        if s.leave {
+            return Route::prompt(now);
+        }
+        let k = now / L;
+        let fate = self
+            .links
+            .get(&(s.worker, k))
+            .copied()
+            .unwrap_or(Fate::Prompt);
+        let h = HALF_TRIP;
+        let executed = |replies: Vec<ReplyAt>| Route {
+            exec: Some(At::True(now + h)),
+            replies,
+            ..Route::default()
+        };
+        let boundary = (v.server.div_euclid(L as i64) + 1) * L as i64;
+        match fate {
+            Fate::Prompt => Route::prompt(now),
+            Fate::LateGap => executed(vec![ReplyAt::After(self.sc.g() + 1000 - h)]),
+            Fate::LateLong => executed(vec![ReplyAt::After(L * 9 / 10 - h)]),
+            Fate::ReplyLost => executed(Vec::new()),
+            Fate::RequestLost => Route::lost(),
+            Fate::Stall => Route {
+                stall: Some(STALL),
+                ..Route::prompt(now)
+            },
+            Fate::SlowRequest => Route {
+                exec: Some(At::True(now + self.sc.g() + 1000)),
+                replies: vec![ReplyAt::After(h)],
+                ..Route::default()
+            },
+            Fate::DupReply => executed(vec![
+                ReplyAt::After(h),
+                ReplyAt::At(At::Server(boundary + 8 * h as i64)),
+            ]),
+            Fate::Straddle => match self.straddles.get(&(s.worker, k)).copied() {
+                None => {
+                    self.straddles.insert((s.worker, k), boundary);
+                    executed(vec![ReplyAt::At(At::Server(boundary + 8 * h as i64))])
+                }
+                Some(b) if v.server >= b => Route::prompt(now),
+                Some(b) => Route {
+                    exec: Some(At::Server(b + 4 * h as i64)),
+                    slot: Some(s.worker as u64),
+                    replies: vec![ReplyAt::After(h)],
+                    ..Route::default()
+                },
+            },
+        }
+    }
+
+    /// At the start of interval `k` of the window: each living worker's
+    /// link.
+    fn hook(&mut self, k: u32, _view: &View) -> Vec<Action> {
+        let k = u64::from(k);
+        let fates = self.sc.fates;
+        for w in self.sc.alive(k, self.leave) {
+            let fate = fates[self.choose(fates.len())];
+            self.choices.push(format!("w{w}@{k}L:{fate}"));
+            self.links.insert((w, k), fate);
+        }
+        Vec::new()
+    }
+}
+
+/// What one leaf produced.
+struct Leaf {
+    trace: Vec<(usize, usize)>,
+    choices: Vec<String>,
+    class: Class,
+    outcome: Outcome,
+}
+
+impl Leaf {
+    /// Why the leaf breaks what its class must keep, if it does.
+    fn violation(&self) -> Option<String> {
+        let s = &self.outcome.summary;
+        let tasks = s.tasks.as_ref();
+        let exclusive = s.violation_count == 0
+            && s.anomaly_count == 0
+            && tasks.is_none_or(|t| t.violation_count == 0)
+            && self.outcome.overlaps.is_empty();
+        let fenced = s.fencing_count == 0 && tasks.is_none_or(|t| t.fencing_count == 0);
+        let ok = match self.class {
+            Class::Guaranteed | Class::Beyond { .. } => exclusive && fenced,
+            Class::Backward => exclusive,
+        };
+        (!ok).then(|| {
+            format!(
+                "{s}\n  direct check: {}\n  violations: {:?}\n  fencing: {:?}\n  anomalies: {:?}\n  \
+                 tasks: {:?}",
+                self.outcome
+                    .first_overlap()
+                    .unwrap_or_else(|| "no overlap".into()),
+                s.violations.first(),
+                s.fencing.first(),
+                s.anomalies.first(),
+                tasks.map(|t| (t.violations.first(), t.fencing.first())),
+            )
+        })
+    }
+
+    /// The schedule as lines: choices, then every execution at the store.
+    fn schedule(&self) -> String {
+        let mut out = format!("choices [{}]\n", self.choices.join(" "));
+        for e in &self.outcome.execs {
+            out.push_str(&format!("    {e}\n"));
+        }
+        out
+    }
+}
+
+/// One replay of `sc` with the choices `prefix`.
+fn replay(sc: &Scenario, prefix: &[usize], base: Instant) -> Leaf {
+    let mut net = SearchNet {
+        sc,
+        prefix,
+        trace: Vec::new(),
+        choices: Vec::new(),
+        leave: None,
+        links: HashMap::new(),
+        straddles: HashMap::new(),
+    };
+    let mut scheduled: Vec<(u64, Action)> = Vec::new();
+    let mut class = Class::Guaranteed;
+    if !sc.steps.is_empty() {
+        let c = match sc.steps.len() {
+            1 => 0,
+            n => net.choose(n),
+        };
+        match sc.steps[c] {
+            None => net.choices.push("no-step".into()),
+            Some(step) => {
+                let g = sc.g() as i64;
+                class = match step.by {
+                    by if by.abs() >= g => Class::Beyond { backward: by < 0 },
+                    by if by < 0 => Class::Backward,
+                    _ => Class::Guaranteed,
+                };
+                net.choices.push(format!(
+                    "step:{}{}us@{}L",
+                    if step.by > 0 { "+" } else { "" },
+                    step.by,
+                    step.at as f64 / L as f64
+                ));
+                scheduled.push((step.at, Action::ClockStep(step.by)));
+            }
+        }
+    }
+    let restart = match sc.restarts.len() {
+        0 => None,
+        1 => sc.restarts[0],
+        n => {
+            let r = sc.restarts[net.choose(n)];
+            net.choices.push(r.map_or_else(
+                || "no-restart".into(),
+                |at| format!("restart@{}L", at as f64 / L as f64),
+            ));
+            r
+        }
+    };
+    if let Some(at) = restart {
+        scheduled.push((at, Action::Restart));
+    }
+    if sc.leaves.len() > 1 {
+        let leave = sc.leaves[net.choose(sc.leaves.len())];
+        net.choices
+            .push(leave.map_or_else(|| "no-leave".into(), |(w, k)| format!("leave:w{w}@{k}L")));
+        if let Some((w, k)) = leave {
+            scheduled.push((sc.fire_at(w, k) + 200, Action::Cancel(w)));
+        }
+        net.leave = leave;
+    }
+    let mut d = Driver::new(net, sc.horizon, base);
+    if sc.track_broken {
+        d = d.track_broken_holder();
+    }
+    let options = sc.options();
+    for (w, &at) in sc.joins.iter().enumerate() {
+        d.join(at, options.clone(), token_at(sc.spread(w), w));
+    }
+    if let Some((w, at)) = sc.crash {
+        d.schedule(at, Action::Crash(w));
+    }
+    for (at, a) in scheduled {
+        d.schedule(at, a);
+    }
+    for k in sc.window.clone() {
+        d.schedule(k * L, Action::Hook(k as u32));
+    }
+    let (outcome, net) = d.run_with_net();
+    Leaf {
+        trace: net.trace,
+        choices: net.choices,
+        class,
+        outcome,
+    }
 }
 
 /// Depth-first search over every choice sequence of `sc`, replaying each
@@ -673,7 +581,7 @@ fn explore(sc: &Scenario, mut visit: impl FnMut(&Leaf)) -> u64 {
     let mut prefix: Vec<usize> = Vec::new();
     let mut leaves = 0;
     loop {
-        let leaf = Model::new(sc, &prefix, base).run();
+        let leaf = replay(sc, &prefix, base);
         leaves += 1;
         visit(&leaf);
         let mut path = leaf.trace;
@@ -691,51 +599,137 @@ fn explore(sc: &Scenario, mut visit: impl FnMut(&Leaf)) -> u64 {
     }
 }
 
-/// Runs the search of `sc` and asserts, at every leaf, the checker's verdict
-/// and the pointwise check; then asserts the leaf count.
-fn assert_exclusive(sc: &Scenario) {
+/// What a search found.
+#[derive(Debug, Default)]
+struct Found {
+    leaves: u64,
+    /// Leaves that broke what their class must keep, per class.
+    guaranteed: u64,
+    backward: u64,
+    beyond_forward: u64,
+    beyond_backward: u64,
+    /// Leaves after a backward step whose fencing tokens repeated (allowed,
+    /// rule 10).
+    repeated_tokens: u64,
+    /// The first violating leaf of the guaranteed class, as a schedule.
+    first: Option<String>,
+    first_beyond_forward: Option<String>,
+    first_beyond_backward: Option<String>,
+    owns: u64,
+    shared: u64,
+}
+
+/// Runs the search of `sc` and counts violating leaves per class.
+fn search(sc: &Scenario) -> Found {
     let started = Instant::now();
-    let (mut owns, mut shared) = (0, 0);
-    let leaves = explore(sc, |leaf| {
-        let why = if leaf.summary.is_ok() {
-            leaf.pointwise.clone()
-        } else {
-            Some(format!(
-                "{}\nviolations: {:?}\nfencing: {:?}\nanomalies: {:?}",
-                leaf.summary, leaf.summary.violations, leaf.summary.fencing, leaf.summary.anomalies
-            ))
-        };
-        let replay: Vec<usize> = leaf.trace.iter().map(|&(c, _)| c).collect();
-        if let Some(why) = why {
-            panic!(
-                "{sc}: violation with choices [{}] (replay prefix {replay:?}): {why}",
-                render(&leaf.choices),
-            );
-        }
+    let mut found = Found::default();
+    found.leaves = explore(sc, |leaf| {
         assert_eq!(
-            leaf.rejected,
+            leaf.outcome.rejected,
             0,
             "{sc}: a reply was rejected with choices [{}]",
-            render(&leaf.choices)
+            leaf.choices.join(" ")
         );
-        owns += leaf.owns;
-        shared += leaf.shared;
+        let s = &leaf.outcome.summary;
+        found.owns += s.owns;
+        found.shared += leaf.outcome.shared;
+        let fencing = s.fencing_count + s.tasks.as_ref().map_or(0, |t| t.fencing_count);
+        if leaf.class == Class::Backward && fencing > 0 {
+            found.repeated_tokens += 1;
+        }
+        let Some(why) = leaf.violation() else {
+            return;
+        };
+        let text = || format!("{}  {why}", leaf.schedule());
+        match leaf.class {
+            Class::Guaranteed => {
+                found.guaranteed += 1;
+                found.first.get_or_insert_with(text);
+            }
+            Class::Backward => {
+                found.backward += 1;
+                found.first.get_or_insert_with(text);
+            }
+            Class::Beyond { backward: false } => {
+                found.beyond_forward += 1;
+                found.first_beyond_forward.get_or_insert_with(text);
+            }
+            Class::Beyond { backward: true } => {
+                found.beyond_backward += 1;
+                found.first_beyond_backward.get_or_insert_with(text);
+            }
+        }
     });
     println!(
-        "{sc}: {leaves} leaves in {:.2?}, {owns} grants, {shared} instants with 2+ holders \
-         compared, no violation",
-        started.elapsed()
+        "{sc}: {} leaves in {:.2?}, {} grants, {} instants with 2+ holders compared; violating \
+         leaves: {} within the guarantee, {} after a backward step below G; not asserted: {} \
+         after a forward step of 2G, {} after a backward step of 2G; {} leaves repeated a token \
+         after a backward step below G (allowed)",
+        found.leaves,
+        started.elapsed(),
+        found.owns,
+        found.shared,
+        found.guaranteed,
+        found.backward,
+        found.beyond_forward,
+        found.beyond_backward,
+        found.repeated_tokens,
     );
-    assert!(owns > 0, "{sc}: nothing was ever granted");
-    assert!(shared > 0, "{sc}: no two leases ever held at once");
+    if let Some(first) = &found.first_beyond_forward {
+        println!("  first violating leaf with a forward step of 2G (not asserted): {first}");
+    }
+    if let Some(first) = &found.first_beyond_backward {
+        println!("  first violating leaf with a backward step of 2G (not asserted): {first}");
+    }
+    found
+}
+
+/// Runs the search of `sc`, asserts that no leaf breaks what its class must
+/// keep, and the leaf count.
+fn assert_exclusive(sc: &Scenario) {
+    let found = search(sc);
+    if let Some(first) = &found.first {
+        panic!("{sc}: violation: {first}");
+    }
+    assert!(found.owns > 0, "{sc}: nothing was ever granted");
+    assert!(found.shared > 0, "{sc}: no two leases ever held at once");
     assert_eq!(
-        leaves,
+        found.leaves,
         sc.expected_leaves(),
         "{sc}: the search shrank or grew"
     );
 }
 
+fn deep() -> bool {
+    std::env::var_os("LEASE_SEARCH_DEEP").is_some_and(|v| v == "1")
+}
+
 // ----- scenarios ---------------------------------------------------------
+
+fn base(
+    mode: Mode,
+    gap: f64,
+    joins: Vec<u64>,
+    window: Range<u64>,
+    fates: &'static [Fate],
+) -> Scenario {
+    let horizon = (window.end + 3) * L;
+    Scenario {
+        mode,
+        incremental: false,
+        gap,
+        joins,
+        window,
+        fates,
+        crash: None,
+        steps: Vec::new(),
+        restarts: Vec::new(),
+        leaves: Vec::new(),
+        horizon,
+        sabotage_early: false,
+        track_broken: false,
+    }
+}
 
 /// `workers` (2 or 3) join in interval 0, at 0.30 L, 0.55 L and 0.80 L, and
 /// own from interval 2 on; then every outcome for each of them in each
@@ -747,31 +741,59 @@ fn settled(
     window: Range<u64>,
     fates: &'static [Fate],
 ) -> Scenario {
-    let horizon = (window.end + 3) * L;
-    Scenario {
-        mode,
-        gap,
-        joins: [3 * L / 10, 55 * L / 100, 8 * L / 10][..workers].to_vec(),
-        window,
-        fates,
-        restart_at: None,
-        horizon,
-    }
+    let joins = [3 * L / 10, 55 * L / 100, 8 * L / 10][..workers].to_vec();
+    base(mode, gap, joins, window, fates)
 }
 
 /// One worker owns the whole group alone; a second joins at `2.5 L`, and the
 /// window covers the join and the two intervals after it: the membership
 /// change where a stale `n = 1` lease meets the newcomer's `n = 2`.
 fn late_joiner(mode: Mode, gap: f64) -> Scenario {
-    Scenario {
-        mode,
-        gap,
-        joins: vec![3 * L / 10, 5 * L / 2],
-        window: 2..4,
-        fates: &ALL_FATES,
-        restart_at: None,
-        horizon: 7 * L,
+    let mut sc = base(mode, gap, vec![3 * L / 10, 5 * L / 2], 2..4, &ALL_FATES);
+    sc.horizon = 7 * L;
+    sc
+}
+
+/// The clock-step options: none, or `J` of `G/4`, `G/2` and `2G`, forward
+/// and backward, at each of the true instants `at`.
+fn steps(gap: f64, at: &[u64]) -> Vec<Option<ClockStep>> {
+    let g = (gap * L as f64).round() as i64;
+    let mut out = vec![None];
+    for &at in at {
+        for by in [g / 4, g / 2, 2 * g, -g / 4, -g / 2, -2 * g] {
+            out.push(Some(ClockStep { at, by }));
+        }
     }
+    out
+}
+
+/// Three workers settled at positions 0, 1, 2; the middle one crashes at
+/// `2.5 L`, after its registration in 2, so closed 3 holds the other two and
+/// the last becomes a filler at position 1 in 4. Clock steps at `3.5 L` and
+/// `4.05 L` (a backward one reopens 3) and `4.5 L`, the link of each
+/// survivor in `window`.
+fn departure(
+    mode: Mode,
+    incremental: bool,
+    window: Range<u64>,
+    fates: &'static [Fate],
+) -> Scenario {
+    let mut sc = settled(mode, 0.15, 3, window, fates);
+    sc.incremental = incremental;
+    sc.crash = Some((1, 5 * L / 2));
+    sc.steps = steps(0.15, &[7 * L / 2, 4 * L + L / 20, 9 * L / 2]);
+    sc
+}
+
+/// The late joiner with clock steps at `2.75 L` (a forward `2G` crosses
+/// into 3), `3.05 L` (a backward `G/2` or `2G` reopens 2, the interval of
+/// the join) and `3.5 L`.
+fn late_joiner_steps(mode: Mode, incremental: bool, fates: &'static [Fate]) -> Scenario {
+    let mut sc = late_joiner(mode, 0.15);
+    sc.fates = fates;
+    sc.incremental = incremental;
+    sc.steps = steps(0.15, &[11 * L / 4, 3 * L + L / 20, 7 * L / 2]);
+    sc
 }
 
 // ----- tests ---------------------------------------------------------------
@@ -842,7 +864,7 @@ fn a_restart_at_a_boundary_never_yields_overlapping_leases_in_any_interleaving()
         // Inside the window, and at its end.
         for boundary in [4, 5] {
             let mut sc = settled(mode, 0.15, 2, 3..5, &ALL_FATES);
-            sc.restart_at = Some(boundary * L);
+            sc.restarts = vec![Some(boundary * L)];
             assert_eq!(sc.expected_leaves(), 1_296);
             assert_exclusive(&sc);
         }
@@ -859,18 +881,19 @@ fn a_restart_at_a_boundary_never_yields_overlapping_leases_in_any_interleaving()
 /// stays exclusive.
 #[test]
 fn holder_measuring_from_arrival_is_caught_by_the_search() {
-    let sc = late_joiner(Mode::Ranked, 0.15);
+    let mut sc = late_joiner(Mode::Ranked, 0.15);
+    sc.track_broken = true;
     let mut caught = 0;
     let mut first = None;
     let leaves = explore(&sc, |leaf| {
-        assert!(leaf.summary.is_ok(), "{}", leaf.summary);
-        if leaf.broken.violation_count > 0 {
+        assert!(leaf.outcome.summary.is_ok(), "{}", leaf.outcome.summary);
+        if leaf.outcome.broken.violation_count > 0 {
             caught += 1;
             first.get_or_insert_with(|| {
                 format!(
                     "[{}]: {:?}",
-                    render(&leaf.choices),
-                    leaf.broken.violations.first()
+                    leaf.choices.join(" "),
+                    leaf.outcome.broken.violations.first()
                 )
             });
         }
@@ -898,5 +921,202 @@ fn the_search_visits_each_choice_sequence_once() {
     });
     assert_eq!(leaves, 36);
     let first = first.expect("at least one leaf");
-    assert_eq!(render(&first), "w0@3L:prompt w1@3L:prompt");
+    assert_eq!(first.join(" "), "w0@3L:prompt w1@3L:prompt");
+}
+
+/// The step trees of the join and the departure, per mode; `deep` widens
+/// them.
+fn join_step_trees() -> Vec<(Scenario, u64)> {
+    let mut out = vec![
+        (late_joiner_steps(Mode::Ranked, false, &STEP_FATES), 11_875),
+        (late_joiner_steps(Mode::Arrival, false, &STEP_FATES), 11_875),
+    ];
+    // Task sets cost the checker more: the interval of the join and the
+    // next one for the newcomer and the holder, 5^2 x 19.
+    let mut incremental = late_joiner_steps(Mode::Ranked, true, &STEP_FATES);
+    incremental.window = 3..4;
+    out.push((incremental, 475));
+    if deep() {
+        out.push((late_joiner_steps(Mode::Ranked, false, &EVERY_FATE), 124_659));
+        out.push((late_joiner_steps(Mode::Ranked, true, &STEP_FATES), 11_875));
+        out.push((
+            late_joiner_steps(Mode::Arrival, false, &EVERY_FATE),
+            124_659,
+        ));
+    }
+    out
+}
+
+fn departure_step_trees() -> Vec<(Scenario, u64)> {
+    let mut out = vec![
+        (departure(Mode::Ranked, false, 3..5, &STEP_FATES), 11_875),
+        // Arrival has no early re-aim grant to find here; one interval.
+        (departure(Mode::Arrival, false, 4..5, &STEP_FATES), 475),
+        (departure(Mode::Ranked, true, 4..5, &STEP_FATES), 475),
+    ];
+    if deep() {
+        out.push((departure(Mode::Ranked, false, 3..5, &EVERY_FATE), 124_659));
+        out.push((departure(Mode::Ranked, true, 3..5, &STEP_FATES), 11_875));
+        out.push((departure(Mode::Arrival, false, 3..5, &STEP_FATES), 11_875));
+        out.push((departure(Mode::Arrival, false, 3..5, &EVERY_FATE), 124_659));
+    }
+    out
+}
+
+/// Rule 17's claim, and rule 10's for backward steps: with a step of
+/// `G/4` or `G/2` forward anywhere the tree puts one, no two workers hold
+/// one task and tokens stay fenced; after a backward step they stay
+/// exclusive. Around a join: one worker owns `(0, 1)`, a second joins.
+#[test]
+fn clock_steps_below_the_gap_never_break_exclusivity_around_a_join_in_any_interleaving() {
+    for (sc, leaves) in join_step_trees() {
+        assert_eq!(sc.expected_leaves(), leaves, "{sc}");
+        assert_exclusive(&sc);
+    }
+}
+
+/// The same after the middle one of three workers crashes (the shape of
+/// the trace in docs/protocol.md, rule 17).
+#[test]
+fn clock_steps_below_the_gap_never_break_exclusivity_after_a_departure_in_any_interleaving() {
+    for (sc, leaves) in departure_step_trees() {
+        assert_eq!(sc.expected_leaves(), leaves, "{sc}");
+        assert_exclusive(&sc);
+    }
+}
+
+/// Rule 16 racing registrations: the last worker leaves gracefully while
+/// one of its registrations is in flight (executed before the leave, after
+/// it, or with its reply lost), in interval 3 or 4 or not at all, with a
+/// restart mid-interval or none, in both handover modes.
+#[test]
+fn a_graceful_leave_racing_a_registration_never_overlaps_in_any_interleaving() {
+    for incremental in [false, true] {
+        let mut two = settled(Mode::Ranked, 0.15, 2, 3..5, &LEAVE_FATES);
+        two.incremental = incremental;
+        two.leaves = vec![None, Some((1, 3)), Some((1, 4))];
+        two.restarts = vec![None, Some(9 * L / 2)];
+        // (4^4 + 4^3 + 4^4) x 2.
+        assert_eq!(two.expected_leaves(), 1_152);
+        assert_exclusive(&two);
+        // Three workers, the middle or the last one leaving in 4.
+        let mut three = settled(Mode::Ranked, 0.15, 3, 4..5, &LEAVE_FATES);
+        three.incremental = incremental;
+        three.leaves = vec![None, Some((1, 4)), Some((2, 4))];
+        assert_eq!(three.expected_leaves(), 3 * 64);
+        assert_exclusive(&three);
+        if deep() {
+            let mut wide = settled(Mode::Ranked, 0.15, 3, 3..5, &LEAVE_FATES);
+            wide.incremental = incremental;
+            wide.leaves = vec![None, Some((1, 3)), Some((2, 4))];
+            wide.restarts = vec![None, Some(4 * L), Some(9 * L / 2)];
+            // (4^6 + 4^5 + 4^6) x 3.
+            assert_eq!(wide.expected_leaves(), 27_648);
+            assert_exclusive(&wide);
+        }
+    }
+}
+
+/// The power of the search: with rule 17 switched off
+/// (`sabotage_grant_from_early_registration`), the search finds by itself a
+/// schedule in which a forward step below the gap lets two workers hold one
+/// task, in whole-pair mode around a join and in incremental mode after a
+/// departure, and prints it; the same trees with the rule find none.
+#[test]
+fn without_rule_17_the_search_finds_the_forward_step_schedule() {
+    let mut join = late_joiner_steps(Mode::Ranked, false, &STEP_FATES);
+    join.window = 3..4;
+    let departure_whole = departure(Mode::Ranked, false, 4..5, &STEP_FATES);
+    let departure_tasks = departure(Mode::Ranked, true, 4..5, &STEP_FATES);
+    for fixed in [join, departure_whole, departure_tasks] {
+        assert_eq!(fixed.expected_leaves(), 475, "{fixed}");
+        let broken = Scenario {
+            sabotage_early: true,
+            ..fixed.clone()
+        };
+        let found = search(&broken);
+        assert_eq!(found.leaves, 475);
+        let first = found
+            .first
+            .clone()
+            .expect("a schedule that breaks exclusivity");
+        println!(
+            "{broken}: {} violating leaves; the first:\n{first}",
+            found.guaranteed
+        );
+        assert!(found.guaranteed >= 1, "{broken}: {found:?}");
+        assert!(
+            first.contains("straddle") && first.contains("step:+"),
+            "{first}"
+        );
+        let clean = search(&fixed);
+        assert_eq!(clean.leaves, 475);
+        assert_eq!(
+            (clean.guaranteed, clean.backward),
+            (0, 0),
+            "{fixed}: {:?}",
+            clean.first
+        );
+    }
+}
+
+/// A limit the search found (with a backward step of `2G`, so outside what
+/// it asserts): a backward step that reopens an interval after a worker
+/// registered early in the next one can hand one position to two workers,
+/// for good. Ranked, C, D, A at positions 0, 1, 2; D crashes at `2.5 L`.
+///
+/// - In 3, C's requests are lost; A's first registration executes (closed 3
+///   is `{A}`), its reply is held and its last retry executes at server
+///   4.002 (wrong interval); A re-aims into 4, executing at 4.003 and
+///   carrying position 0 of closed 3 = `{A}` (rule 15's score 0).
+/// - At true 4.05 the server clock steps back `0.3 L` (to 3.75): interval 3
+///   is open again. C's registration at 4.1667 is answered wrong-interval
+///   (3), C stands down (rule 10, its newest interval before the step was
+///   2) and registers into the reopened 3, then into 4: the set of 4 now
+///   holds A with score 0 (from the first version of 3) and C with score 0
+///   (from the second, `{C: 0, A: 2}`).
+/// - Both are keepers at position 0 of closed 4, and so of every later
+///   interval (the carried scores never change): C is granted `(0, 2)` from
+///   5; A, whose fence (newest interval before the step, 4) holds it off
+///   until 7, is granted `(0, 2)` from 7, and both hold it to the end.
+///
+/// Rule 10's fence needs one version of each closed interval, but the two
+/// versions of 3 were carried into one set of 4, so the positions of every
+/// closed interval after it repeat. This pins the schedule: a fix of the
+/// protocol makes this test fail, and it should then assert no overlap.
+#[test]
+fn a_backward_step_that_reopens_an_interval_can_hand_one_position_to_two_workers() {
+    for incremental in [false, true] {
+        let mut sc = departure(Mode::Ranked, incremental, 3..5, &STEP_FATES);
+        sc.steps = vec![Some(ClockStep {
+            at: 4 * L + L / 20,
+            by: -2 * sc.g() as i64,
+        })];
+        // request-lost, straddle, prompt, prompt.
+        let leaf = replay(&sc, &[2, 3, 0, 0], Instant::now());
+        assert_eq!(
+            leaf.choices.join(" "),
+            "step:-300000us@4.05L w0@3L:request-lost w2@3L:straddle w0@4L:prompt w2@4L:prompt"
+        );
+        let counted = |w: usize, k: u64| -> Vec<(i64, i64, i64)> {
+            leaf.outcome
+                .execs
+                .iter()
+                .filter(|e| e.worker == w && !e.leave && e.reply[..2] == [1, (K0 + k) as i64])
+                .map(|e| (e.server - SERVER_EPOCH_US, e.reply[4], e.reply[5]))
+                .collect()
+        };
+        // A in 4 before the step, from closed 3 = {A}; C in the reopened 3
+        // and in 4 after it, from closed 2 and the second version of 3.
+        assert_eq!(counted(2, 4)[0], (4_003_000, 0, 1));
+        assert_eq!(counted(0, 3), [(3_868_166, 0, 3)]);
+        assert_eq!(counted(0, 4), [(4_167_166, 0, 2)]);
+        // From then on both are at position 0 of 2.
+        assert_eq!(counted(0, 6)[0].1..counted(0, 6)[0].2, 0..2);
+        assert_eq!(counted(2, 6)[0].1..counted(2, 6)[0].2, 0..2);
+        let o = &leaf.outcome.overlaps;
+        assert_eq!(o.len(), 1, "{o:?}");
+        assert_eq!((o[0].a, o[0].b, o[0].end), (0, 2, sc.horizon));
+        assert!(!leaf.outcome.summary.is_ok());
+    }
 }

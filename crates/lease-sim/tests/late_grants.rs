@@ -2,8 +2,8 @@
 //! runs in which a large gap (and so a large default drain budget) let a
 //! slow reply grant a part whose drain end had already passed. The loop was
 //! then handed work it had to give up at once, and the history carried a
-//! release written before the own it ended, which read as an endless
-//! holding overlapping the next holder.
+//! release written after the own it ended with an earlier instant: the
+//! checker's `ReleaseBeforeOwn` anomaly (docs/history-format.md).
 //!
 //! The cases are `lease sim --faults --handover incremental --intervals 120`
 //! runs (the seed, workers and gap below), found by sweeping gaps beyond the

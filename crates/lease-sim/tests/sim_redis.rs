@@ -251,3 +251,71 @@ async fn the_server_clock_follows_tokio_and_steps() {
     redis.step_clock(-2_000_000);
     assert_eq!(redis.now_us() - t0, -500_000);
 }
+
+/// The leave script (rule 16) is served like the registration scripts:
+/// `NOSCRIPT` until loaded, then `EVALSHA` runs `SimStore::execute_leave`
+/// (here removing t1 from the open set), and bad arguments or a wrong key
+/// count are error replies.
+#[tokio::test(start_paused = true)]
+async fn the_leave_script_is_served_like_the_registration_scripts() {
+    let redis = SimRedis::new(SimRedisConfig::new(1));
+    let mut conn = redis.connection("a");
+    let k = EPOCH_MS / L;
+    for t in ["t1", "t2"] {
+        query(&register("EVAL", ranked().source(), k, t), &mut conn)
+            .await
+            .unwrap();
+    }
+    let leave = Script::leave();
+    let request = |verb: &str, script: &str, keys: usize, args: &[&str]| {
+        let mut cmd = redis::cmd(verb);
+        cmd.arg(script).arg(keys);
+        for key in [format!("{{g}}:{k}"), format!("{{g}}:{}", k + 1)]
+            .into_iter()
+            .chain(["{g}:rules".to_owned()])
+            .take(keys)
+        {
+            cmd.arg(key);
+        }
+        cmd.arg(args);
+        cmd
+    };
+    let (l, c) = (L.to_string(), k.to_string());
+    let args = [l.as_str(), c.as_str(), "1:1000:ranked:modulo", "t1"];
+    let e = query(&request("EVALSHA", leave.sha1(), 3, &args), &mut conn)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Server(ServerErrorKind::NoScript));
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(leave.source())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(sha, leave.sha1());
+    let v = query(&request("EVALSHA", leave.sha1(), 3, &args), &mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        v,
+        Value::Array([1, k, EPOCH_MS / 1000, 0, 1].map(Value::Int).to_vec())
+    );
+    assert_eq!(
+        redis.with_store(|s| s.peek(&format!("{{g}}:{k}"))),
+        Some(Peek::Members(vec!["t2".into()]))
+    );
+    // Errors, as for the registration scripts: a believed interval that is
+    // not a number, and two keys instead of three.
+    let bad = [args[0], "x", args[2], args[3]];
+    for cmd in [
+        request("EVAL", leave.source(), 3, &bad),
+        request("EVALSHA", leave.sha1(), 2, &args),
+    ] {
+        let e = query(&cmd, &mut conn).await.unwrap_err();
+        assert_eq!(
+            e.kind(),
+            ErrorKind::Server(ServerErrorKind::ResponseError),
+            "{e}"
+        );
+    }
+}

@@ -1,7 +1,7 @@
 //! The one real-worker harness: real adapter workers, each on an OS thread
 //! and an executor of its own (so that a stall freezes exactly one), driven
-//! by the caller (stall, crash, cancel), with the history of DESIGN
-//! section 6 recorded as it happens.
+//! by the caller (stall, crash, cancel), with the history (docs/history-format.md)
+//! recorded as it happens.
 //!
 //! The chaos run and `lease-demo --redis` both drive their workers through
 //! a [`Harness`]. What the harness records:
@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use futures::channel::mpsc::UnboundedSender;
 use lease_core::{IdleReason, Lease, Tasks};
 use lease_history::Part;
-use lease_history::{HistoryWriter, LeaveHow, Record};
+use lease_history::{HistoryWriter, LeaveHow, PartEnd, Record};
 use tokio_util::sync::CancellationToken;
 
 pub use adapters::AdapterKind;
@@ -445,11 +445,15 @@ impl Harness {
     /// The lines ending the task set `tasks`, at `at` at the latest (each
     /// part at its own deadline if that is earlier).
     fn end_tasks(&mut self, name: &str, tasks: &Tasks, at: Instant) -> Result<(), HarnessError> {
-        let parts: Vec<(u64, Part)> = tasks
+        let parts: Vec<PartEnd> = tasks
             .leases()
             .iter()
             .zip(tasks.history_parts())
-            .map(|(l, p)| (self.us(l.deadline()), Part::from(p)))
+            .map(|(l, p)| PartEnd {
+                part: Part::from(p),
+                end_us: self.us(l.deadline()),
+                renewed: Some(l.renewed_in()),
+            })
             .collect();
         let at_us = self.us(at);
         for record in Record::task_set_ending(name, history_mapping(tasks), parts, at_us) {

@@ -1,6 +1,6 @@
 //! Fencing: two different workers' holdings that share a task have tokens
-//! at least 2 apart, ordered as the holdings start in time (DESIGN
-//! section 4).
+//! at least 2 apart, ordered as the holdings start in time ("Fencing" in
+//! docs/protocol.md).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;

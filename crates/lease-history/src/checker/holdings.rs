@@ -4,26 +4,30 @@
 //!
 //! An `own` opens a holding `[at, ..)` for its worker; that worker's next
 //! `release` closes it at the release's `at_us`, the instant the lease really
-//! ended. A holding still open at the end lasts until the end of the history.
-//! A `leave` ends its worker's holding at the leave's instant, unless the
-//! worker's `release` follows before its next `own` or `join`, in which case
-//! the release's instant counts (a simulator may write a crashed worker's
-//! lease deadline as its release).
+//! ended, and so does its next `own` (a task set replaces the holding; a
+//! whole pair owned without a release is a violation). A holding still open
+//! at the end lasts until the end of the history. A `leave` ends nothing: a
+//! graceful leaver serves its parts until each one's end after the cancel
+//! (rule 16 of docs/protocol.md), and a writer that ends a crashed worker's
+//! lease on its behalf writes the `release`.
+//!
+//! A `release` written after its worker's `own` but with an earlier instant
+//! (the loop was handed a lease whose end had passed) would, read in time
+//! order, come before that `own` and leave the holding open forever; it is an
+//! [`AnomalyKind::ReleaseBeforeOwn`] and ends the holding at the `own`.
 
 use std::collections::HashMap;
 use std::fmt;
 
 use super::Capped;
 use super::summary::{JoinToOwn, StandDowns};
-use crate::record::{Mapping, Part, Record};
+use crate::record::{Mapping, Part, Record, Renewed};
 
 /// How a holding ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum HoldingEnd {
     /// By a `release` line.
     Released,
-    /// By its worker's `leave` line.
-    Left,
     /// By an `own` of the same worker without a release in between: an
     /// [`ViolationKind::OwnWithoutRelease`](super::ViolationKind) for a whole
     /// pair, the next holding of a task set (an `own` with parts replaces
@@ -52,6 +56,10 @@ pub struct Holding {
     pub end: HoldingEnd,
     /// The parts of a task-set holding (empty for a whole pair).
     pub parts: Vec<Part>,
+    /// The `renewed` field of the line that ended it, when it carried one
+    /// that fits the holding (one interval for a whole pair, one per part
+    /// for a task set).
+    pub renewed: Option<Renewed>,
 }
 
 impl Holding {
@@ -67,8 +75,8 @@ impl Holding {
     }
 
     /// Whether the checker counts the two pairs as sharing a task: the same
-    /// pair, or any two pairs with different `n`. DESIGN section 6 treats
-    /// every change of `n` as a conflict: under the plain modulo split,
+    /// pair, or any two pairs with different `n`. The whole-pair check
+    /// treats every change of `n` as a conflict: under the plain modulo split,
     /// `(i, n)` and `(i', n')` share a task id whenever `i ≡ i' (mod gcd(n,
     /// n'))`, and under a consistent mapping (jump hash) any two may.
     pub fn shares_task_with(&self, other: &Holding) -> bool {
@@ -108,6 +116,17 @@ pub enum AnomalyKind {
     },
     /// An `own` with parts but no mapping (the consistent one is assumed).
     PartsWithoutMapping,
+    /// A `release` written after its worker's `own` with an earlier instant
+    /// than it: the lease had ended before the loop received it. The
+    /// holding is ended at the `own` (it lasts nothing).
+    ReleaseBeforeOwn {
+        /// The instant of the `own` it follows.
+        own_us: u64,
+    },
+    /// A `renewed` field that does not fit the holding the line ends (a
+    /// number for a task set, an array for a whole pair, or another count
+    /// than the parts); it is ignored.
+    RenewedMismatch,
 }
 
 /// A line that does not fit the worker's sequence of holdings.
@@ -137,6 +156,10 @@ impl fmt::Display for Anomaly {
                 format!("another mapping than {}", expected.as_str())
             }
             AnomalyKind::PartsWithoutMapping => "parts without a mapping".to_string(),
+            AnomalyKind::ReleaseBeforeOwn { own_us } => {
+                format!("release written after the own at {own_us} us with an earlier instant")
+            }
+            AnomalyKind::RenewedMismatch => "renewal intervals that do not fit".to_string(),
         };
         write!(
             f,
@@ -153,6 +176,7 @@ pub(crate) struct Counts {
     pub(crate) releases: u64,
     pub(crate) faults: u64,
     pub(crate) leaves: u64,
+    pub(crate) clocks: u64,
 }
 
 /// Everything one pass over the records in time order finds.
@@ -174,17 +198,61 @@ pub(crate) struct Reconstruction {
     pub(crate) mapping: Option<Mapping>,
 }
 
-/// A holding still open during reconstruction.
-struct Open {
-    index: usize,
-    left_at: Option<u64>,
+/// One line as the checker reads it: at `at_us`, which is the line's own
+/// instant except for a [`AnomalyKind::ReleaseBeforeOwn`].
+#[derive(Clone, Copy)]
+pub(crate) struct Line<'a> {
+    pub(crate) at_us: u64,
+    /// For a release moved to its `own`'s instant: that instant.
+    pub(crate) before_own: Option<u64>,
+    pub(crate) record: &'a Record,
+}
+
+/// The lines of `records` (in the order they were written) in time order:
+/// a `release` written after its worker's `own` with an earlier instant is
+/// moved to that `own`'s instant, after it; then the lines are sorted
+/// stably by instant, so lines with one instant keep their file order.
+pub(crate) fn lines(records: &[Record]) -> Vec<Line<'_>> {
+    let mut last_own: HashMap<&str, u64> = HashMap::new();
+    let mut out: Vec<Line<'_>> = records
+        .iter()
+        .map(|record| {
+            let at_us = record.at_us();
+            let plain = Line {
+                at_us,
+                before_own: None,
+                record,
+            };
+            match record {
+                Record::Own { worker, .. } => {
+                    last_own.insert(worker, at_us);
+                    plain
+                }
+                Record::Release { worker, .. } => match last_own.remove(worker.as_str()) {
+                    Some(own_us) if own_us > at_us => Line {
+                        at_us: own_us,
+                        before_own: Some(own_us),
+                        record,
+                    },
+                    _ => plain,
+                },
+                _ => plain,
+            }
+        })
+        .collect();
+    out.sort_by_key(|l| l.at_us);
+    out
 }
 
 #[derive(Default)]
 struct WorkerState {
-    open: Option<Open>,
+    /// The holding open, by index.
+    open: Option<usize>,
     last_release: Option<u64>,
     pending_join: Option<usize>,
+    /// A `leave` came since the last `join`: a release then is no
+    /// stand-down.
+    left: bool,
 }
 
 impl Reconstruction {
@@ -198,10 +266,33 @@ impl Reconstruction {
         });
     }
 
-    fn close(&mut self, open: Open, at: u64, end: HoldingEnd) {
-        let h = &mut self.holdings[open.index];
+    /// Ends holding `index` at `at` by a line whose `renewed` field is
+    /// `renewed` (kept if it fits the holding, an anomaly if not); the line
+    /// is `worker`'s, with `(i, n)`, written at `line_us`.
+    #[allow(clippy::too_many_arguments)]
+    fn close(
+        &mut self,
+        index: usize,
+        at: u64,
+        end: HoldingEnd,
+        renewed: Option<&Renewed>,
+        worker: &str,
+        (i, n): (u32, u32),
+        line_us: u64,
+    ) {
+        let h = &mut self.holdings[index];
         h.end_us = at.max(h.start_us);
         h.end = end;
+        let Some(renewed) = renewed else { return };
+        let fits = match renewed {
+            Renewed::Pair(_) => h.parts.is_empty(),
+            Renewed::Parts(each) => !h.parts.is_empty() && each.len() == h.parts.len(),
+        };
+        if fits {
+            h.renewed = Some(renewed.clone());
+        } else {
+            self.anomaly(AnomalyKind::RenewedMismatch, worker, i, n, line_us);
+        }
     }
 
     /// Notes the mapping an `own` names: the first one is the history's,
@@ -248,32 +339,37 @@ impl Reconstruction {
     }
 }
 
-/// One pass over `records`, which are in time order: holdings, anomalies,
-/// stand-downs, joins and counts. Holdings still open at the end last until
-/// `end_us`.
-pub(crate) fn reconstruct(records: &[&Record], end_us: u64) -> Reconstruction {
+/// One pass over `lines`, which are in time order ([`lines`]): holdings,
+/// anomalies, stand-downs, joins and counts. Holdings still open at the end
+/// last until `end_us`.
+pub(crate) fn reconstruct(lines: &[Line<'_>], end_us: u64) -> Reconstruction {
     let mut out = Reconstruction::default();
     let mut ids: HashMap<&str, usize> = HashMap::new();
     let mut states: Vec<WorkerState> = Vec::new();
-    for record in records {
-        let Some(worker) = record.worker() else {
-            out.counts.faults += 1;
+    for line in lines {
+        let at_us = line.at_us;
+        let Some(worker) = line.record.worker() else {
+            match line.record {
+                Record::Clock { .. } => out.counts.clocks += 1,
+                _ => out.counts.faults += 1,
+            }
             continue;
         };
         let w = *ids.entry(worker).or_insert_with(|| {
             states.push(WorkerState::default());
             states.len() - 1
         });
-        match **record {
+        match line.record {
             Record::Own {
                 i,
                 n,
                 token,
                 mapping,
-                ref held,
-                at_us,
+                held,
+                renewed,
                 ..
             } => {
+                let (i, n, token, mapping) = (*i, *n, *token, *mapping);
                 out.counts.owns += 1;
                 if n == 0 || i >= n {
                     out.anomaly(AnomalyKind::InvalidPair, worker, i, n, at_us);
@@ -283,18 +379,22 @@ pub(crate) fn reconstruct(records: &[&Record], end_us: u64) -> Reconstruction {
                 let index = out.holdings.len();
                 let mut replaced = false;
                 if let Some(open) = states[w].open.take() {
-                    match open.left_at {
-                        Some(left) => out.close(open, left, HoldingEnd::Left),
-                        None => {
-                            // A task set replaces the worker's holding; a
-                            // whole pair must have been released first.
-                            if parts.is_empty() {
-                                out.replaced.push((open.index, index));
-                            }
-                            replaced = true;
-                            out.close(open, at_us, HoldingEnd::Replaced);
-                        }
+                    // A task set replaces the worker's holding; a whole pair
+                    // must have been released first.
+                    if parts.is_empty() {
+                        out.replaced.push((open, index));
                     }
+                    replaced = true;
+                    let renewed = renewed.as_ref();
+                    out.close(
+                        open,
+                        at_us,
+                        HoldingEnd::Replaced,
+                        renewed,
+                        worker,
+                        (i, n),
+                        at_us,
+                    );
                 }
                 let state = &mut states[w];
                 if replaced {
@@ -305,10 +405,7 @@ pub(crate) fn reconstruct(records: &[&Record], end_us: u64) -> Reconstruction {
                 if let Some(j) = state.pending_join.take() {
                     out.joins[j].own_us = Some(at_us);
                 }
-                state.open = Some(Open {
-                    index,
-                    left_at: None,
-                });
+                state.open = Some(index);
                 out.holdings.push(Holding {
                     worker: worker.to_string(),
                     i,
@@ -318,14 +415,31 @@ pub(crate) fn reconstruct(records: &[&Record], end_us: u64) -> Reconstruction {
                     end_us: u64::MAX,
                     end: HoldingEnd::EndOfHistory,
                     parts,
+                    renewed: None,
                 });
                 out.holder.push(w);
             }
-            Record::Release { i, n, at_us, .. } => {
+            Record::Release {
+                i,
+                n,
+                renewed,
+                at_us: written_us,
+                ..
+            } => {
+                let (i, n, written_us) = (*i, *n, *written_us);
                 out.counts.releases += 1;
+                if let Some(own_us) = line.before_own {
+                    out.anomaly(
+                        AnomalyKind::ReleaseBeforeOwn { own_us },
+                        worker,
+                        i,
+                        n,
+                        written_us,
+                    );
+                }
                 match states[w].open.take() {
                     Some(open) => {
-                        let held = &out.holdings[open.index];
+                        let held = &out.holdings[open];
                         let (held_i, held_n) = (held.i, held.n);
                         if (held_i, held_n) != (i, n) {
                             out.anomaly(
@@ -336,22 +450,26 @@ pub(crate) fn reconstruct(records: &[&Record], end_us: u64) -> Reconstruction {
                                 at_us,
                             );
                         }
-                        if open.left_at.is_none() {
+                        if !states[w].left {
                             states[w].last_release = Some(at_us);
                         }
-                        out.close(open, at_us, HoldingEnd::Released);
+                        out.close(
+                            open,
+                            at_us,
+                            HoldingEnd::Released,
+                            renewed.as_ref(),
+                            worker,
+                            (i, n),
+                            written_us,
+                        );
                     }
                     None => out.anomaly(AnomalyKind::ReleaseWithoutOwn, worker, i, n, at_us),
                 }
             }
-            Record::Join { at_us, .. } => {
-                let state = &mut states[w];
-                if let Some(open) = state.open.take_if(|o| o.left_at.is_some()) {
-                    let left = open.left_at.unwrap_or(at_us);
-                    out.close(open, left, HoldingEnd::Left);
-                }
+            Record::Join { .. } => {
                 let state = &mut states[w];
                 state.last_release = None;
+                state.left = false;
                 state.pending_join = Some(out.joins.len());
                 out.joins.push(JoinToOwn {
                     worker: worker.to_string(),
@@ -359,24 +477,22 @@ pub(crate) fn reconstruct(records: &[&Record], end_us: u64) -> Reconstruction {
                     own_us: None,
                 });
             }
-            Record::Leave { at_us, .. } => {
+            Record::Leave { .. } => {
                 out.counts.leaves += 1;
                 let state = &mut states[w];
-                if let Some(open) = &mut state.open {
-                    open.left_at.get_or_insert(at_us);
-                }
                 state.last_release = None;
                 state.pending_join = None;
+                state.left = true;
             }
             Record::Fault { .. } => out.counts.faults += 1,
+            Record::Clock { .. } => out.counts.clocks += 1,
         }
     }
     for state in &mut states {
         if let Some(open) = state.open.take() {
-            match open.left_at {
-                Some(left) => out.close(open, left, HoldingEnd::Left),
-                None => out.close(open, end_us, HoldingEnd::EndOfHistory),
-            }
+            let h = &mut out.holdings[open];
+            h.end_us = end_us.max(h.start_us);
+            h.end = HoldingEnd::EndOfHistory;
         }
     }
     out

@@ -1,5 +1,6 @@
 //! Per task: exclusivity, fencing and coverage of task-set histories
-//! (incremental handover, DESIGN section 6).
+//! (incremental handover, rule 13 of docs/protocol.md; the format is in
+//! docs/history-format.md).
 //!
 //! When the history names a mapping, every holding is a set of tasks of
 //! `0..TASKS`: a whole pair `(i, n)` is `T(i, n)`, a task-set holding the
@@ -7,9 +8,11 @@
 //!
 //! - **exclusivity per task**: at every instant at most one worker holds a
 //!   task;
-//! - **fencing per task**: two workers' holdings that share a task have
-//!   tokens at least 2 apart for it, ordered as the holdings start in time
-//!   (each part carries its own token);
+//! - **fencing per part**: every part that holds a task has a token at
+//!   least 2 above every token another worker held that task with before
+//!   (each part is a lease of its own, with its own token: a worker that
+//!   holds a task in two parts holds it under both tokens, so the smaller
+//!   one is judged too, not only the largest);
 //! - **task coverage**: the share of time-weighted tasks held by exactly one
 //!   worker.
 
@@ -50,7 +53,8 @@ impl fmt::Display for TaskViolation {
 }
 
 /// A task held by two workers one after the other with tokens less than 2
-/// apart, or out of time order.
+/// apart, or out of time order: the later holding has a part holding the
+/// task with a token less than 2 above the earlier one's.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TaskFencingViolation {
     /// The earlier holding: the one with the largest token for the task
@@ -62,7 +66,7 @@ pub struct TaskFencingViolation {
     pub task: u32,
     /// The earlier holding's token for it.
     pub earlier_token: u64,
-    /// The later holding's token for it.
+    /// The token of the later holding's part at fault.
     pub later_token: u64,
 }
 
@@ -104,16 +108,15 @@ impl TaskSummary {
     }
 }
 
-/// One holding's tasks, with the token it holds each with.
+/// One holding's tasks, and each part's tasks with its token.
 struct Held {
     set: TaskSet,
-    tokens: Vec<(usize, u64)>,
+    parts: Vec<(TaskSet, u64)>,
 }
 
 /// The tasks of `h` under `mapping`: `T(i, n)` for a whole pair, the union
-/// of its parts (each task with the largest token of a part that has it).
-/// `sets` remembers the task set of every part seen (keyed without its
-/// token): a run repeats a few parts in thousands of holdings.
+/// of its parts. `sets` remembers the task set of every part seen (keyed
+/// without its token): a run repeats a few parts in thousands of holdings.
 fn held(h: &Holding, mapping: Mapping, sets: &mut HashMap<[u32; 4], TaskSet>) -> Held {
     let mut set_of = |i: u32, n: u32, pi: u32, pn: u32| {
         *sets
@@ -122,25 +125,19 @@ fn held(h: &Holding, mapping: Mapping, sets: &mut HashMap<[u32; 4], TaskSet>) ->
     };
     if h.parts.is_empty() {
         let set = set_of(h.i, h.n, h.i, h.n);
-        let tokens = set.iter().map(|t| (t, h.token)).collect();
-        return Held { set, tokens };
+        return Held {
+            set,
+            parts: vec![(set, h.token)],
+        };
     }
-    let mut tokens = vec![None::<u64>; TASKS];
     let mut set = TaskSet::default();
+    let mut parts = Vec::with_capacity(h.parts.len());
     for part in &h.parts {
         let tasks = set_of(part.i, part.n, part.pi, part.pn);
-        for t in tasks.iter() {
-            let token = tokens[t].get_or_insert(part.token);
-            *token = (*token).max(part.token);
-        }
         set = set.union(&tasks);
+        parts.push((tasks, part.token));
     }
-    let tokens = tokens
-        .into_iter()
-        .enumerate()
-        .filter_map(|(t, token)| token.map(|k| (t, k)))
-        .collect();
-    Held { set, tokens }
+    Held { set, parts }
 }
 
 /// Checks every holding per task; `holder[k]` is the worker of
@@ -395,9 +392,9 @@ fn sweep(
     steps
 }
 
-/// In order of start (then token), each holding's token for each of its
-/// tasks must be at least 2 above the best earlier token of another worker
-/// for that task.
+/// In order of start (then token), each part of each holding must hold
+/// each of its tasks with a token at least 2 above the best earlier token of
+/// another worker for that task.
 fn fencing(holdings: &[Holding], holder: &[usize], held: &[Held]) -> Capped<TaskFencingViolation> {
     let mut out = Capped::default();
     let mut order: Vec<usize> = (0..holdings.len()).collect();
@@ -405,9 +402,11 @@ fn fencing(holdings: &[Holding], holder: &[usize], held: &[Held]) -> Capped<Task
     let mut per_task = vec![Top2::default(); TASKS];
     for k in order {
         let w = holder[k];
-        let offending = held[k].tokens.iter().find_map(|&(task, token)| {
-            let (best, earlier, _) = per_task[task].best_except(w)?;
-            (token < best.saturating_add(2)).then_some((task, token, best, earlier))
+        let offending = held[k].parts.iter().find_map(|(tasks, token)| {
+            tasks.iter().find_map(|task| {
+                let (best, earlier, _) = per_task[task].best_except(w)?;
+                (*token < best.saturating_add(2)).then_some((task, *token, best, earlier))
+            })
         });
         if let Some((task, later_token, earlier_token, earlier)) = offending {
             out.push(TaskFencingViolation {
@@ -418,8 +417,10 @@ fn fencing(holdings: &[Holding], holder: &[usize], held: &[Held]) -> Capped<Task
                 later_token,
             });
         }
-        for &(task, token) in &held[k].tokens {
-            per_task[task].insert((token, k, w));
+        for (tasks, token) in &held[k].parts {
+            for task in tasks.iter() {
+                per_task[task].insert((*token, k, w));
+            }
         }
     }
     out

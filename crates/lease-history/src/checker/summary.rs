@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::{Anomaly, Coverage, FencingViolation, TaskSummary, Violation};
+use super::{Anomaly, Coverage, FencingViolation, IntervalEndViolation, TaskSummary, Violation};
 
 /// Releases followed by a re-own by the same worker.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -92,6 +92,17 @@ pub struct Summary {
     pub anomaly_count: u64,
     /// The first [`MAX_REPORTED`](crate::checker::MAX_REPORTED) of them.
     pub anomalies: Vec<Anomaly>,
+    /// Leases and parts held past `(m+2)L`, `m` their last renewal's
+    /// interval (unstepped server time), exact.
+    pub interval_end_count: u64,
+    /// The first [`MAX_REPORTED`](crate::checker::MAX_REPORTED) of them.
+    pub interval_ends: Vec<IntervalEndViolation>,
+    /// Leases and parts checked against their interval's end.
+    pub interval_ends_checked: u64,
+    /// Leases and parts with a renewal interval that could not be checked
+    /// (no `clock` line before their end, or a backward step of the server
+    /// clock since their interval began).
+    pub interval_ends_voided: u64,
     /// Coverage over the whole run (first record to end).
     pub coverage: Coverage,
     /// Per-worker stand-downs.
@@ -108,17 +119,20 @@ pub struct Summary {
     pub joins: u64,
     /// Number of `leave` lines.
     pub leaves: u64,
+    /// Number of `clock` lines.
+    pub clocks: u64,
     /// The per-task checks of a history with task sets; `None` for whole
     /// pairs only.
     pub tasks: Option<TaskSummary>,
 }
 
 impl Summary {
-    /// No exclusivity or fencing violation and no anomaly.
+    /// No exclusivity, fencing or interval-end violation and no anomaly.
     pub fn is_ok(&self) -> bool {
         self.violation_count == 0
             && self.fencing_count == 0
             && self.anomaly_count == 0
+            && self.interval_end_count == 0
             && self.tasks.as_ref().is_none_or(TaskSummary::is_ok)
     }
 }
@@ -142,13 +156,15 @@ impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "checker: {} violations={} fencing={} anomalies={} coverage={:.4} uncovered_ms={:.1} \
-             owns={} releases={} faults={} joins={} leaves={} standdowns={} standdown_idle_ms={:.1} \
-             join_to_own_p50_ms={} join_to_own_p90_ms={} join_to_own_max_ms={} never_owned={}",
+            "checker: {} violations={} fencing={} anomalies={} interval_ends={} coverage={:.4} \
+             uncovered_ms={:.1} owns={} releases={} faults={} joins={} leaves={} standdowns={} \
+             standdown_idle_ms={:.1} join_to_own_p50_ms={} join_to_own_p90_ms={} \
+             join_to_own_max_ms={} never_owned={} ends_checked={} ends_voided={}",
             if self.is_ok() { "ok" } else { "VIOLATION" },
             self.violation_count,
             self.fencing_count,
             self.anomaly_count,
+            self.interval_end_count,
             self.coverage.fraction(),
             ms(self.coverage.uncovered_us),
             self.owns,
@@ -162,6 +178,8 @@ impl fmt::Display for Summary {
             OptMs(self.join_to_own.p90_us),
             OptMs(self.join_to_own.max_us),
             self.join_to_own.never_owned,
+            self.interval_ends_checked,
+            self.interval_ends_voided,
         )?;
         if let Some(t) = &self.tasks {
             write!(

@@ -302,9 +302,10 @@ fn coverage_stand_downs_and_join_to_own_by_hand() {
     );
     assert_eq!(
         s.to_string(),
-        "checker: ok violations=0 fencing=0 anomalies=0 coverage=0.5667 uncovered_ms=1.3 \
-         owns=5 releases=5 faults=1 joins=4 leaves=0 standdowns=2 standdown_idle_ms=1.9 \
-         join_to_own_p50_ms=0.0 join_to_own_p90_ms=1.1 join_to_own_max_ms=1.1 never_owned=1"
+        "checker: ok violations=0 fencing=0 anomalies=0 interval_ends=0 coverage=0.5667 \
+         uncovered_ms=1.3 owns=5 releases=5 faults=1 joins=4 leaves=0 standdowns=2 \
+         standdown_idle_ms=1.9 join_to_own_p50_ms=0.0 join_to_own_p90_ms=1.1 \
+         join_to_own_max_ms=1.1 never_owned=1 ends_checked=0 ends_voided=0"
     );
 }
 
@@ -378,8 +379,11 @@ fn inconsistent_lines_are_anomalies() {
     );
 }
 
+/// A `leave` ends nothing (a graceful leaver serves its lease after the
+/// cancel); the `release` that ends the lease counts, and a holding that
+/// no line ends is held to the end of the history.
 #[test]
-fn leave_ends_a_holding_unless_a_release_follows() {
+fn a_leave_ends_nothing_the_release_does() {
     let base = vec![
         Record::join("a", 0),
         own("a", 0, 1, 1, 0),
@@ -387,25 +391,34 @@ fn leave_ends_a_holding_unless_a_release_follows() {
         own("b", 0, 1, 3, 200),
         rel("b", 0, 1, 400),
     ];
+    // Nothing says when a's lease ended: it is held to the end, over b's.
     let c = checker(base.clone());
+    assert_eq!(
+        (c.holdings()[0].end_us, c.holdings()[0].end),
+        (400, HoldingEnd::EndOfHistory)
+    );
+    assert_eq!(c.violation_count(), 1);
+    assert_eq!(c.summary().leaves, 1);
+
+    // The writer ended the crashed worker's lease at its deadline, after
+    // the leave line: that instant counts.
+    let mut ended = base.clone();
+    ended.push(rel("a", 0, 1, 150));
+    let c = checker(ended.clone());
     assert!(c.summary().is_ok(), "{}", c.summary());
     assert_eq!(
         (c.holdings()[0].end_us, c.holdings()[0].end),
-        (100, HoldingEnd::Left)
+        (150, HoldingEnd::Released)
     );
-    assert_eq!(c.summary().leaves, 1);
-
-    // The simulator wrote the crashed worker's lease deadline as its
-    // release: that instant counts, and here it overlaps b.
-    let mut late = base.clone();
+    let mut late = base;
     late.push(rel("a", 0, 1, 250));
     let c = checker(late);
     assert_eq!(c.holdings()[0].end_us, 250);
     assert_eq!(c.violation_count(), 1);
     assert_eq!(c.violations()[0].overlap_us, 50);
 
-    // A rejoin ends the old holding at the leave; no stand-down counted.
-    let mut rejoin = base;
+    // A rejoin: the release after the leave is no stand-down.
+    let mut rejoin = ended;
     rejoin.push(Record::join("a", 500));
     rejoin.push(own("a", 0, 1, 5, 600));
     rejoin.push(rel("a", 0, 1, 700));

@@ -50,8 +50,11 @@ fn header(s: &mut String, l: &Layout<'_>) {
         "checker: ok".to_owned()
     } else {
         format!(
-            "checker: VIOLATION ({} overlaps, {} fencing, {} anomalies)",
-            summary.violation_count, summary.fencing_count, summary.anomaly_count
+            "checker: VIOLATION ({} overlaps, {} fencing, {} anomalies, {} past their interval's end)",
+            summary.violation_count,
+            summary.fencing_count,
+            summary.anomaly_count,
+            summary.interval_end_count
         )
     };
     let _ = writeln!(
@@ -215,7 +218,6 @@ fn holdings(s: &mut String, l: &Layout<'_>) {
         let w = (xb - xa).max(1.0);
         let how = match h.end {
             HoldingEnd::Released => "released",
-            HoldingEnd::Left => "left",
             HoldingEnd::Replaced => "replaced without release",
             HoldingEnd::EndOfHistory => "still held at the end",
         };

@@ -1,7 +1,7 @@
 //! A picture of a history: an SVG timeline with one row per slot.
 //!
-//! [`svg`] draws any history in the format of DESIGN section 6 (a simulator
-//! run, a chaos run against a real Redis, a demo): time runs left to right;
+//! [`svg`] draws any history in the format of docs/history-format.md (a
+//! simulator run, a chaos run against a real Redis, a demo): time runs left to right;
 //! each slot index `0..max n` is a row, and every holding of a pair is a bar
 //! in the row of its `i`, coloured by worker (a stable palette keyed by the
 //! worker's name). Above the rows a band shows the group size `n` in force;

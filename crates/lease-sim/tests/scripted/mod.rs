@@ -3,11 +3,12 @@
 //! time for 25 virtual seconds, w0 crashing at 6 s, w1 stalled for 3 L at
 //! 11 s, Redis restarted at 16 s; what the loops received is the history.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt as _};
-use lease_core::Assignment;
+use lease_core::{Assignment, Lease};
 use lease_history::{LeaveHow, Record, Summary, check};
 use lease_sim::SimRedis;
 use tokio::task::JoinHandle;
@@ -17,7 +18,15 @@ use tokio::time::{Instant, sleep_until};
 pub(crate) const L: Duration = Duration::from_millis(500);
 
 /// What every loop received, shared between the loops.
-pub(crate) type History = Arc<Mutex<Vec<Record>>>;
+pub(crate) type History = Arc<Mutex<Lines>>;
+
+/// The history's lines, and the lease each loop holds now (to end a
+/// crashed worker's lease on its behalf: a `leave` ends nothing).
+#[derive(Default)]
+pub(crate) struct Lines {
+    pub(crate) records: Vec<Record>,
+    held: HashMap<String, Lease>,
+}
 
 fn micros(t0: Instant, at: std::time::Instant) -> u64 {
     at.saturating_duration_since(t0.into_std()).as_micros() as u64
@@ -34,17 +43,23 @@ where
     S: Stream<Item = Assignment> + Unpin + Send + 'static,
 {
     let history = history.clone();
-    history.lock().unwrap().push(Record::join(&name, 0));
+    history.lock().unwrap().records.push(Record::join(&name, 0));
     tokio::spawn(async move {
         while let Some(assignment) = stream.next().await {
             let mut h = history.lock().unwrap();
             let now = micros(t0, tokio::time::Instant::now().into_std());
             match assignment {
-                Assignment::Held(l) => h.push(Record::own(&name, l.i(), l.n(), l.token(), now)),
+                Assignment::Held(l) => {
+                    h.records
+                        .push(Record::own(&name, l.i(), l.n(), l.token(), now));
+                    h.held.insert(name.clone(), l);
+                }
                 Assignment::Tasks(_) => {}
                 Assignment::Idle(idle) => {
                     if let Some(l) = idle.ended {
-                        h.push(Record::release(&name, l.i(), l.n(), micros(t0, idle.since)));
+                        let at = micros(t0, idle.since);
+                        h.records.push(Record::release(&name, l.i(), l.n(), at));
+                        h.held.remove(&name);
                     }
                 }
             }
@@ -62,9 +77,16 @@ pub(crate) async fn play(
     stop: impl FnOnce(),
 ) -> Summary {
     let at = |s: u64| t0 + Duration::from_secs(s);
-    let note = |r: Record| history.lock().unwrap().push(r);
+    let note = |r: Record| history.lock().unwrap().records.push(r);
     sleep_until(at(6)).await;
     workers[0].abort();
+    // The crashed worker's lease ends at the crash, or at its deadline if
+    // that came first.
+    let crashed = history.lock().unwrap().held.remove("w0");
+    if let Some(l) = crashed {
+        let end = micros(t0, l.deadline()).min(6_000_000);
+        note(Record::release("w0", l.i(), l.n(), end));
+    }
     note(Record::leave("w0", LeaveHow::Crash, 6_000_000));
     sleep_until(at(11)).await;
     redis.stall("w1", 3 * L);
@@ -77,6 +99,6 @@ pub(crate) async fn play(
     for worker in workers.drain(1..) {
         worker.await.unwrap();
     }
-    let records = history.lock().unwrap().clone();
+    let records = history.lock().unwrap().records.clone();
     check(&records, Some(25_000_000))
 }
