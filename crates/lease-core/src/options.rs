@@ -115,8 +115,8 @@ pub struct Ranked {
     /// reply does not renew is kept and served until its own deadline minus
     /// `b`, then released. Nobody else can hold its tasks before its
     /// deadline, so `b` is the loop's time to finish the task in hand, not a
-    /// safety margin. `None` (the default) means the gap `G = g·L`. Shorter
-    /// than the longest lease, `2L - G`.
+    /// safety margin. `None` (the default) means the gap `G = g·L`. At most
+    /// the interval `L` ([`Options::max_drain_budget`]).
     pub drain_budget: Option<Duration>,
     /// Graceful leave on cancellation (rule 16, default on): the cancelled
     /// worker removes itself from the interval open at the time, serves
@@ -471,9 +471,19 @@ impl<C> Options<C> {
 
     /// The longest a lease lasts from the registration that granted it,
     /// `2L - G` (rule 6: a Ranked registration fires at `kL + G + u` and its
-    /// lease ends by `(k+2)L`): the drain budget must be shorter.
+    /// lease ends by `(k+2)L`).
     pub fn lease_span(&self) -> Duration {
         (self.interval * 2).saturating_sub(self.gap_duration())
+    }
+
+    /// The longest drain budget accepted: the interval `L`. A lease is
+    /// granted only while its drain end is ahead (rule 14), and a grant
+    /// arrives up to `G + spread + RTT` into its interval with its deadline
+    /// at the end of the next one, so a budget near the lease's span would
+    /// leave no grant a drain end ahead of it; at most `L` keeps at least
+    /// `L - G - spread·L` (0.4 L at the widest spread) for the round trip.
+    pub fn max_drain_budget(&self) -> Duration {
+        self.interval
     }
 
     /// Checks every value against its range; the first problem found is
@@ -487,15 +497,17 @@ impl<C> Options<C> {
             return Ok(());
         };
         if let Some(budget) = ranked.drain_budget {
-            let max = self.lease_span();
-            if budget >= max {
+            let max = self.max_drain_budget();
+            if budget > max {
                 return Err(OptionsError::DrainBudgetTooLong { budget, max });
             }
         }
         if let Some(spread) = ranked.spread {
             let max = self.max_spread();
-            // `!(a <= x && x <= b)` also rejects NaN.
-            if !(0.0 <= spread && spread <= max) {
+            // `!(a <= x && x <= b)` also rejects NaN; the tolerance lets a
+            // decimal such as 0.45 through where the bound is computed as
+            // 0.44999999999999996.
+            if !(0.0 <= spread && spread <= max + 1e-9) {
                 return Err(OptionsError::SpreadOutOfRange { spread, max });
             }
         }
@@ -624,14 +636,14 @@ pub enum OptionsError {
     /// A counting mode name that is neither `ranked` nor `arrival`.
     #[error("unknown counting mode {0:?}; use \"ranked\" or \"arrival\"")]
     UnknownMode(String),
-    /// The drain budget is not shorter than the longest lease, `2L - G`.
+    /// The drain budget is longer than the interval.
     #[error(
-        "the drain budget is {budget:?}; it must be shorter than the longest lease, 2L - G = {max:?} (default: the gap G)"
+        "the drain budget is {budget:?}; it must be at most the interval, {max:?} (default: the gap G), or no lease would ever be granted ahead of its drain end"
     )]
     DrainBudgetTooLong {
         /// The budget given.
         budget: Duration,
-        /// The longest lease, `2L - G` (exclusive bound).
+        /// The longest accepted, the interval `L`.
         max: Duration,
     },
     /// A handover name that is neither `task-sets` nor `whole-pairs`.
@@ -767,24 +779,32 @@ mod tests {
     }
 
     #[test]
-    fn the_drain_budget_defaults_to_the_gap_and_is_bounded_by_the_longest_lease() {
+    fn the_drain_budget_defaults_to_the_gap_and_is_at_most_the_interval() {
         let o = base();
         assert_eq!(o.effective_drain_budget(), Duration::from_millis(45));
         assert_eq!(o.lease_span(), Duration::from_millis(555));
-        for ok in [0, 1, 45, 554] {
+        for ok in [0, 1, 45, 300] {
             let o = base().with_drain_budget(Duration::from_millis(ok));
             assert_eq!(o.validate(), Ok(()), "{ok} ms");
             assert_eq!(o.effective_drain_budget(), Duration::from_millis(ok));
         }
-        for bad in [555, 600, 10_000] {
+        for bad in [301, 555, 10_000] {
             assert_eq!(
                 err(base().with_drain_budget(Duration::from_millis(bad))),
                 OptionsError::DrainBudgetTooLong {
                     budget: Duration::from_millis(bad),
-                    max: Duration::from_millis(555)
+                    max: Duration::from_millis(300)
                 }
             );
         }
+    }
+
+    #[test]
+    fn the_widest_spread_is_accepted_as_written() {
+        let o = base();
+        assert!(o.clone().with_spread(0.45).validate().is_ok());
+        assert!(o.clone().with_spread(o.max_spread()).validate().is_ok());
+        assert!(o.with_spread(0.451).validate().is_err());
     }
 
     #[test]

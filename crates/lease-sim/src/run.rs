@@ -62,8 +62,17 @@ pub struct RunConfig {
     /// The Ranked handover (rule 13; ignored under Arrival): task sets
     /// under the consistent mapping, or whole pairs under modulo.
     pub handover: Handover,
-    /// Applied to every worker's options after the fields above (the drain
-    /// budget, graceful leave, a test-only sabotage); identity by default.
+    /// The drain budget (rule 14, [`lease_core::Ranked::drain_budget`]):
+    /// `None` is the default, the gap `G`.
+    pub drain_budget: Option<Duration>,
+    /// The schedule's spread in `L` (rule 8, [`lease_core::Ranked::spread`]):
+    /// `None` is the early default. Valid in `[0, Options::max_spread]`.
+    pub spread: Option<f64>,
+    /// Graceful leave on cancellation (rule 16; the default, Ranked only).
+    pub graceful_leave: bool,
+    /// Applied to every worker's options after the fields above (a test-only
+    /// negative control, say); identity by default. A plain function, so it
+    /// cannot carry values: options with a value have fields of their own.
     pub customize: fn(Options) -> Options,
 }
 
@@ -82,6 +91,9 @@ impl RunConfig {
             churn: true,
             network: Network::default(),
             handover: Handover::TaskSets,
+            drain_budget: None,
+            spread: None,
+            graceful_leave: true,
             customize: std::convert::identity,
         }
     }
@@ -101,10 +113,20 @@ pub struct RunReport {
 /// Plays one randomized run.
 pub fn random_run(cfg: &RunConfig) -> Result<RunReport, OptionsError> {
     let options = Options::new("sim", cfg.interval).with_gap(cfg.gap);
-    let options = match cfg.mode {
+    let mut options = match cfg.mode {
         Mode::Arrival => options.with_counting(Counting::Arrival),
-        Mode::Ranked => options.with_handover(cfg.handover),
+        Mode::Ranked => options
+            .with_handover(cfg.handover)
+            .with_graceful_leave(cfg.graceful_leave),
     };
+    if cfg.mode == Mode::Ranked {
+        if let Some(b) = cfg.drain_budget {
+            options = options.with_drain_budget(b);
+        }
+        if let Some(s) = cfg.spread {
+            options = options.with_spread(s);
+        }
+    }
     let options = (cfg.customize)(options);
     let mut sim_cfg = SimConfig::new(cfg.seed, options);
     sim_cfg.network = cfg.network.clone();

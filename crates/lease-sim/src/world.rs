@@ -237,6 +237,9 @@ pub struct Stats {
     pub fast_errors: u64,
     /// Replies the core rejected as malformed or unexpected.
     pub rejected: u64,
+    /// Leave scripts (rule 16) the server executed, duplicates included
+    /// (also counted in `executed`).
+    pub leaves: u64,
 }
 
 /// A deterministic simulation of one group.
@@ -764,6 +767,7 @@ impl Sim {
             .map_or(self.options.mode(), |o| o.mode());
         let now = self.server_now();
         let result = if req.leave {
+            self.stats.leaves += 1;
             self.store.execute_leave(now, keys, &req.args)
         } else {
             self.store.execute(mode, now, keys, &req.args)

@@ -1,6 +1,8 @@
 //! Helpers shared by the simulator's integration tests.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod search;
+
 use std::time::Duration;
 
 use lease_core::{Assignment, Counting, Event, Handover, Mode, Options};
