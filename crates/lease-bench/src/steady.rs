@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use lease_core::{Mode, Options, RequestId, Token, Worker};
+use lease_core::{Counting, Handover, Identity, Mode, Options, RequestId, Worker};
 
 /// The server's interval number at local time zero.
 const K0: u64 = 1_700_000;
@@ -52,8 +52,12 @@ impl Steady {
     /// is granted have already happened, and the events are drained.
     pub fn new(mode: Mode, interval: Duration, i: u32, n: u32) -> Self {
         let t0 = Instant::now();
-        let options = Options::new("g", interval).with_mode(mode);
-        let worker = Worker::new(&options, Token::seeded(0x5eed, 0), t0).expect("valid options");
+        let options: Options = Options::new("g", interval);
+        let options = match mode {
+            Mode::Ranked => options.with_handover(Handover::WholePairs),
+            Mode::Arrival => options.with_counting(Counting::Arrival),
+        };
+        let worker = Worker::new(&options, Identity::seeded(0x5eed, 0), t0).expect("valid options");
         let interval_us = interval.as_micros() as i64;
         let mut s = Self {
             worker,
@@ -157,7 +161,7 @@ mod tests {
         for mode in [Mode::Ranked, Mode::Arrival] {
             let mut s = Steady::new(mode, Duration::from_millis(100), 2, 5);
             let lease = s.worker.lease_at(s.now()).cloned().expect("held");
-            assert_eq!((lease.i(), lease.n()), (2, 5));
+            assert_eq!(lease.pair().map(|p| (p.i(), p.n())), Some((2, 5)));
             for _ in 0..50 {
                 assert_eq!(s.register(), 0, "{mode}: a renewal emits nothing");
             }

@@ -80,10 +80,11 @@ pub(crate) struct Args {
     /// limit of the original design, docs/protocol.md).
     #[arg(long, default_value = "ranked")]
     pub(crate) mode: Mode,
-    /// Handover mode: whole (rule 5) or incremental (rule 13, task sets
-    /// under the consistent mapping; the history is judged per task).
-    #[arg(long, default_value = "whole")]
-    pub(crate) handover: lease_core::HandoverMode,
+    /// Handover (Ranked): task-sets (the default, rule 13, under the
+    /// consistent mapping; the history is judged per task) or whole-pairs
+    /// (rule 5, `task.id % n == i`).
+    #[arg(long, default_value = "task-sets")]
+    pub(crate) handover: lease_core::Handover,
     /// Gap fraction.
     #[arg(long, default_value_t = 0.15)]
     pub(crate) gap: f64,
@@ -113,6 +114,14 @@ pub(crate) struct Args {
     /// woke up instead of its lease deadline (the checker must object).
     #[arg(long, hide = true)]
     pub(crate) sabotage_release: bool,
+}
+
+impl Args {
+    /// Whether the run holds task sets (Ranked counting with the task-set
+    /// handover), judged per task.
+    pub(crate) fn task_sets(&self) -> bool {
+        self.mode == Mode::Ranked && self.handover == lease_core::Handover::TaskSets
+    }
 }
 
 fn main() -> ExitCode {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use lease_chaos::harness::{AdapterKind, Control, Happened, Harness, HarnessError, Work, WorkerId};
 use lease_chaos::proxy::{Latency, Link, Proxy};
 use lease_chaos::sink::FencingSink;
-use lease_core::{IdleReason, Tasks};
+use lease_core::{IdleReason, Lease, Mode};
 use lease_history::timeline::{TimelineOptions, svg_with};
 use lease_history::{Checker, HistoryWriter, Record};
 use lease_testkit::{REPLICATION_TIMEOUT, RedisCluster, RedisServer};
@@ -84,13 +84,11 @@ fn redis_error(what: &'static str) -> impl FnOnce(std::io::Error) -> ChaosError 
 /// Runs the whole chaos run of `args` and returns its report.
 pub(crate) fn run(args: &Args) -> Result<Report, ChaosError> {
     let interval = Duration::from_millis(args.interval);
-    let mut options = lease_core::Options::new(GROUP, interval)
-        .with_gap(args.gap)
-        .with_mode(args.mode)
-        .with_handover(args.handover);
-    if args.handover == lease_core::HandoverMode::Incremental {
-        options = options.with_mapping(lease_core::ownership::Mapping::Consistent);
-    }
+    let options = lease_core::Options::new(GROUP, interval).with_gap(args.gap);
+    let options = match args.mode {
+        Mode::Arrival => options.with_counting(lease_core::Counting::Arrival),
+        Mode::Ranked => options.with_handover(args.handover),
+    };
     options.validate()?;
     if !(args.duration.is_finite() && args.duration > 0.0) {
         return Err(ChaosError::Usage(format!(
@@ -491,15 +489,11 @@ impl Chaos<'_> {
     /// one live worker, as the controller sees it; in incremental mode,
     /// whether every task of the source is held by exactly one valid part.
     fn covered(&self, now: Instant) -> bool {
-        if self.args.handover == lease_core::HandoverMode::Incremental {
-            let sets: Vec<&Tasks> = self.harness.workers().filter_map(|w| w.tasks).collect();
+        if self.args.task_sets() {
+            let sets: Vec<&Lease> = self.harness.workers().filter_map(|w| w.tasks).collect();
             return (0..self.args.tasks).all(|id| {
                 sets.iter()
-                    .filter(|t| {
-                        t.leases()
-                            .iter()
-                            .any(|l| l.is_valid_at(now) && l.covers(id))
-                    })
+                    .filter(|t| t.parts().iter().any(|l| l.is_valid_at(now) && l.covers(id)))
                     .count()
                     == 1
             });
@@ -509,7 +503,7 @@ impl Chaos<'_> {
             .workers()
             .filter_map(|w| w.held)
             .filter(|lease| lease.is_valid_at(now))
-            .map(|lease| (lease.i(), lease.n()))
+            .map(lease_chaos::harness::whole_pair)
             .collect();
         let Some(&(_, n)) = held.first() else {
             return false;

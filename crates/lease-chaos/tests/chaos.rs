@@ -18,8 +18,16 @@ fn temp(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("lease-chaos-test-{}-{name}", std::process::id()))
 }
 
+/// A run of the binary; whole pairs unless `args` name the handover (the
+/// report's per-pair figures and the sabotaged sink are whole-pair ones).
 fn chaos(args: &[&str]) -> Output {
+    let whole: &[&str] = if args.contains(&"--handover") {
+        &[]
+    } else {
+        &["--handover", "whole-pairs"]
+    };
     Command::new(env!("CARGO_BIN_EXE_lease-chaos"))
+        .args(whole)
         .args(args)
         .output()
         .expect("running lease-chaos")
@@ -205,7 +213,7 @@ fn both_own(harness: &mut Harness, l: Duration) {
     let mut owned = std::collections::BTreeSet::new();
     until(harness, l * 12, |h| {
         if let Happened::Own { id, lease, .. } = h
-            && lease.n() == 2
+            && lease.pair().is_some_and(|p| p.n() == 2)
         {
             owned.insert(*id);
         }
@@ -215,6 +223,7 @@ fn both_own(harness: &mut Harness, l: Duration) {
 
 fn options(l: Duration) -> lease_core::Options {
     lease_core::Options::new(unique_name("harness"), l)
+        .with_handover(lease_core::Handover::WholePairs)
 }
 
 #[test]

@@ -16,7 +16,9 @@ fn temp(name: &str) -> PathBuf {
 }
 
 fn chaos(history: &PathBuf, args: &[&str]) -> Output {
+    // Whole pairs: the report's per-pair figures.
     let output = Command::new(env!("CARGO_BIN_EXE_lease-chaos"))
+        .args(["--handover", "whole-pairs"])
         .args(args)
         .arg("--history")
         .arg(history)
@@ -191,7 +193,8 @@ fn fred_workers_follow_a_sentinel_failover() {
     let sentinel =
         RedisSentinel::start(pair.primary(), "leases", 1, Duration::from_secs(20)).unwrap();
     let interval = Duration::from_millis(200);
-    let options = lease_core::Options::new(unique_name("sentinel"), interval);
+    let options = lease_core::Options::new(unique_name("sentinel"), interval)
+        .with_handover(lease_core::Handover::WholePairs);
     let mut harness = Harness::new(AdapterKind::Fred, options, Instant::now());
     for k in 0..3 {
         harness.spawn(&format!("w{k}"), sentinel.url()).unwrap();
@@ -206,7 +209,7 @@ fn fred_workers_follow_a_sentinel_failover() {
                 .workers()
                 .filter_map(|w| w.held)
                 .filter(|lease| lease.is_valid_at(now))
-                .map(|lease| (lease.i(), lease.n()))
+                .map(lease_chaos::harness::whole_pair)
                 .collect();
             held.sort_unstable();
             if held == [(0, 3), (1, 3), (2, 3)] {

@@ -262,14 +262,18 @@ pub(crate) fn validate(options: &Options) -> Result<(), CliError> {
 }
 
 /// The `Options` for `group` with `interval` (1 s if not given: inspect
-/// needs none) and `mode`.
+/// needs none) and `mode`: whole pairs under `task.id % n == i`, which is
+/// what `lease run` hands its command.
 pub(crate) fn options(group: &Group, interval: Option<u64>, mode: Option<Mode>) -> Options {
-    Options::new(
+    let options = Options::new(
         group.name.clone(),
         Duration::from_millis(interval.unwrap_or(1000)),
     )
-    .with_prefix(group.prefix.clone())
-    .with_mode(mode.unwrap_or_default())
+    .with_prefix(group.prefix.clone());
+    match mode.unwrap_or_default() {
+        Mode::Arrival => options.with_counting(lease_core::Counting::Arrival),
+        Mode::Ranked => options.with_handover(lease_core::Handover::WholePairs),
+    }
 }
 
 fn main() -> ExitCode {

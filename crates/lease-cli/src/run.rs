@@ -99,10 +99,7 @@ async fn supervise(
     };
     let name = opts.name.clone();
     let cancel = CancellationToken::new();
-    let mut pairs = discover(
-        conn,
-        lease_redis::Options::from(opts).with_cancel(cancel.clone()),
-    )?;
+    let mut pairs = discover(conn, opts.with_cancel_type().with_cancel(cancel.clone()))?;
     say(&format!(
         "group {name} at {shown}: registering every {} ms; the command runs while a pair is held",
         args.interval
@@ -130,8 +127,7 @@ async fn supervise(
                 restart_at = None;
                 let reason = match &pair {
                     Assignment::Idle(idle) => Some(idle.reason),
-                    // `lease run` stays whole-pair: its child gets `i` and `n`.
-                    Assignment::Held(_) | Assignment::Tasks(_) => None,
+                    Assignment::Held(_) => None,
                 };
                 held = pair.into_lease();
                 match &held {
@@ -191,19 +187,19 @@ async fn supervise(
 /// Starts the command on `lease`, in a process group of its own (so that
 /// stopping it reaches every process it started).
 fn start(command: &[String], lease: &Lease, name: &str) -> std::io::Result<Child> {
+    // `lease run` holds whole pairs (its options), so every value is one.
+    let (i, n) = lease.pair().map_or((0, 1), |p| (p.i(), p.n()));
     let child = Command::new(&command[0])
         .args(&command[1..])
-        .env("LEASE_I", lease.i().to_string())
-        .env("LEASE_N", lease.n().to_string())
+        .env("LEASE_I", i.to_string())
+        .env("LEASE_N", n.to_string())
         .env("LEASE_TOKEN", lease.token().to_string())
         .env("LEASE_NAME", name)
         .process_group(0)
         .kill_on_drop(true)
         .spawn()?;
     say(&format!(
-        "holding ({}, {}), fencing token {}: started {:?} (pid {})",
-        lease.i(),
-        lease.n(),
+        "holding ({i}, {n}), fencing token {}: started {:?} (pid {})",
         lease.token(),
         command[0],
         child.id().map_or("?".to_owned(), |p| p.to_string())

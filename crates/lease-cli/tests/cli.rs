@@ -426,6 +426,9 @@ fn help_explains_each_subcommand() {
         "--clock-jumps",
         "--lost-writes",
         "--history",
+        "--drain-budget-ms",
+        "--spread",
+        "--no-graceful-leave",
     ] {
         assert!(stdout.contains(flag), "{flag} missing from sim --help");
     }
@@ -450,7 +453,7 @@ fn sim_plays_a_checked_run_and_writes_its_history() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let lines: Vec<&str> = stdout.lines().collect();
     assert!(
-        lines[0].starts_with("run: seed=3 mode=ranked handover=whole workers=4 intervals=60 "),
+        lines[0].starts_with("run: seed=3 mode=ranked handover=task-sets workers=4 intervals=60 "),
         "{stdout}"
     );
     let last = lines.last().copied().unwrap_or_default();
@@ -468,6 +471,72 @@ fn sim_plays_a_checked_run_and_writes_its_history() {
     let out = lease(&["sim", "--gap", "0.7"]);
     assert_eq!(out.status.code(), Some(2), "{:?}", text(&out));
     assert!(text(&out).1.contains("invalid options"));
+}
+
+/// `--drain-budget-ms`, `--spread` and `--graceful-leave` reach the run
+/// (the verdict line differs from the same seed's at the defaults) at the
+/// ends of their ranges, and a value outside a range exits 2 with the
+/// options error's message.
+#[test]
+fn sim_takes_the_drain_budget_spread_and_graceful_leave_over_their_ranges() {
+    let base = [
+        "sim",
+        "--seed",
+        "3",
+        "--workers",
+        "4",
+        "--intervals",
+        "60",
+        "--faults",
+    ];
+    let last_line = |extra: &[&str]| {
+        let out = lease(&[&base[..], &["--handover", "task-sets"], extra].concat());
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "{extra:?}: {stdout}\n{stderr}");
+        (
+            stdout.lines().next().unwrap_or_default().to_owned(),
+            stdout.lines().last().unwrap_or_default().to_owned(),
+        )
+    };
+    let (_, default) = last_line(&[]);
+    for extra in [
+        &["--drain-budget-ms", "0"][..],
+        &["--drain-budget-ms", "1000"][..],
+        &["--spread", "0"][..],
+        &["--spread", "max"][..],
+        &["--no-graceful-leave"][..],
+    ] {
+        let (first, last) = last_line(extra);
+        assert!(last.starts_with("checker: ok "), "{extra:?}: {last}");
+        assert_ne!(last, default, "{extra:?} changed nothing");
+        let shown = match extra {
+            ["--no-graceful-leave"] => "graceful_leave=false".to_owned(),
+            [flag, value] => format!("{}={value}", flag[2..].replace('-', "_")),
+            _ => unreachable!(),
+        };
+        assert!(first.contains(&shown), "{shown} not in {first}");
+    }
+    // The drain budget is at most L = 1 s; the widest spread at g = 0.15 is
+    // 0.45.
+    for (extra, message) in [
+        (
+            &["--drain-budget-ms", "1001"][..],
+            "invalid options: the drain budget is 1.001s; it must be at most the interval",
+        ),
+        (
+            &["--spread", "0.5"][..],
+            "invalid options: the spread is 0.5; it must be between 0 and 0.44",
+        ),
+        (
+            &["--spread", "-0.01"][..],
+            "invalid options: the spread is -0.01; it must be between 0",
+        ),
+    ] {
+        let out = lease(&[&base[..], extra].concat());
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {stdout}\n{stderr}");
+        assert!(stderr.contains(message), "{extra:?}: {stderr}");
+    }
 }
 
 /// Negative control through the binary: outside the guarantee (a failover
@@ -596,7 +665,7 @@ fn history_file(name: &str, lines: &[&str]) -> PathBuf {
 /// file spans the same run). With `--svg` it draws the timeline.
 #[test]
 fn check_passes_a_clean_simulator_history_with_the_same_verdict() {
-    for handover in ["whole", "incremental"] {
+    for handover in ["whole-pairs", "task-sets"] {
         let dir = temp_dir();
         let history = dir.join("sim.jsonl");
         let svg = dir.join("sim.svg");

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use futures::future::select;
 use futures::stream::LocalBoxStream;
 use lease_core::diag;
-use lease_core::{Assignment, IdleReason, Lease, Mode, Options, OptionsError};
+use lease_core::{Assignment, Counting, Handover, IdleReason, Lease, Mode, Options, OptionsError};
 use lease_testkit::{RedisCluster, RedisServer, TestRedis, test_interval, unique_name};
 
 use self::history::Hold;
@@ -227,9 +227,9 @@ impl<A: Adapter> Group<A> {
         let alive: Vec<usize> = self.alive(team).map(|(w, _)| w).collect();
         let n = alive.len();
         let mut seen = vec![false; n];
-        alive.iter().all(|&w| match self.held(w) {
-            Some(l) if l.n() as usize == n && (l.i() as usize) < n => {
-                !std::mem::replace(&mut seen[l.i() as usize], true)
+        alive.iter().all(|&w| match self.held(w).and_then(pair) {
+            Some((i, m)) if m as usize == n && (i as usize) < n => {
+                !std::mem::replace(&mut seen[i as usize], true)
             }
             _ => false,
         })
@@ -248,7 +248,7 @@ impl<A: Adapter> Group<A> {
     /// `(worker, i)` of every live worker of `team` that holds a lease.
     pub fn indices(&self, team: usize) -> Vec<(usize, u32)> {
         self.alive(team)
-            .filter_map(|(w, _)| self.held(w).map(|l| (w, l.i())))
+            .filter_map(|(w, _)| self.held(w).and_then(pair).map(|(i, _)| (w, i)))
             .collect()
     }
 
@@ -286,8 +286,7 @@ impl<A: Adapter> Group<A> {
                 Poll::Ready(Some(assignment)) => {
                     let reason = match &assignment {
                         Assignment::Idle(idle) => Some(idle.reason),
-                        // The conformance suite and the chaos harness drive whole pairs.
-                        Assignment::Held(_) | Assignment::Tasks(_) => None,
+                        Assignment::Held(_) => None,
                     };
                     let pair = assignment.into_lease();
                     member.current = Some(pair.clone());
@@ -359,11 +358,12 @@ impl<A: Adapter> Group<A> {
                 .find(|later| later.worker == r.worker)
                 .map(|later| later.at);
             let end = next.map_or(lease.deadline(), |t| t.min(lease.deadline()));
+            let (i, n) = pair(lease).expect("the suite runs whole pairs");
             holds.push(Hold {
                 team: self.members[r.worker].team,
                 worker: r.worker,
-                i: lease.i(),
-                n: lease.n(),
+                i,
+                n,
                 token: lease.token(),
                 start: r.at,
                 end: end.max(r.at),
@@ -380,9 +380,8 @@ impl<A: Adapter> Group<A> {
             let at = r.at.saturating_duration_since(t0);
             let pair = match &r.pair {
                 Some(l) => format!(
-                    "({}, {}) token {} valid for {:?}",
-                    l.i(),
-                    l.n(),
+                    "{:?} token {} valid for {:?}",
+                    pair(l),
                     l.token(),
                     l.deadline().saturating_duration_since(r.at)
                 ),
@@ -438,7 +437,7 @@ impl<A: Adapter> Group<A> {
                         matches!(two[1].reason, Some(IdleReason::Refused(_)))
                             && two[0].reason != two[1].reason
                     }
-                    (Some(a), Some(b)) => a.token() != b.token() || a.slot() != b.slot(),
+                    (Some(a), Some(b)) => a.token() != b.token() || pair(a) != pair(b),
                     _ => true,
                 };
                 assert!(
@@ -455,8 +454,22 @@ impl<A: Adapter> Group<A> {
 
 // ----- scenarios ---------------------------------------------------------
 
-fn options(name: &str, mode: Mode) -> Options {
-    Options::new(name, l()).with_mode(mode)
+/// Options of the scenarios in `mode`: whole pairs and a cancel that does
+/// not leave (the shape the scenarios measure: pairs, indices, the slot a
+/// departure leaves); the default task sets run in the chaos suite.
+pub fn options(name: &str, mode: Mode) -> Options {
+    let o = Options::new(name, l());
+    match mode {
+        Mode::Ranked => o
+            .with_handover(Handover::WholePairs)
+            .with_graceful_leave(false),
+        Mode::Arrival => o.with_counting(Counting::Arrival),
+    }
+}
+
+/// The whole pair `(i, n)` a lease holds.
+pub fn pair(lease: &Lease) -> Option<(u32, u32)> {
+    lease.pair().map(|p| (p.i(), p.n()))
 }
 
 async fn shared<A: Adapter>() -> A::Conn {
@@ -493,7 +506,7 @@ pub async fn one_worker_owns_alone<A: Adapter>() {
     let w = group.add(&conn, 0, options(&unique_name("alone"), Mode::Ranked));
     group
         .wait("(0, 1) held", intervals(3.5), |g| {
-            g.held(w).is_some_and(|l| (l.i(), l.n()) == (0, 1))
+            g.held(w).and_then(pair) == Some((0, 1))
         })
         .await;
     let lease = group.held(w).expect("held").clone();
@@ -534,7 +547,7 @@ async fn join<A: Adapter>(mode: Mode) {
             .filter(|(w, _)| *w != newcomer)
             .collect();
         assert_eq!(after, before, "settled workers moved:\n{}", group.render());
-        assert_eq!(group.held(newcomer).map(Lease::i), Some(3));
+        assert_eq!(group.held(newcomer).and_then(pair).map(|(i, _)| i), Some(3));
     }
     group.check();
 }
@@ -958,7 +971,14 @@ pub async fn workers_with_other_rules_are_refused_until_the_group_leaves<A: Adap
     // A team per set of rules: fencing tokens are interval numbers, which
     // are only comparable under one interval length. Exclusivity across the
     // teams is checked at the end: no two holds of different rules overlap.
-    let longer = group.add(&conn, 1, Options::new(&name, l() * 2));
+    let longer = group.add(
+        &conn,
+        1,
+        Options {
+            interval: l() * 2,
+            ..options(&name, Mode::Ranked)
+        },
+    );
     let other_mode = group.add(&conn, 2, options(&name, Mode::Arrival));
     let refused = |g: &Group<A>, w: usize| {
         g.history.iter().any(|r| {

@@ -14,7 +14,10 @@ pub async fn the_server_is_checked_once_per_worker<A: Adapter>() {
     let conn = A::connect(TestRedis::shared().url()).await;
     let mut group = Group::<A>::default();
     let name = unique_name("checked");
-    let options = Options::new(name.clone(), intervals(1.0)).with_mode(Mode::Ranked);
+    let options = Options {
+        interval: intervals(1.0),
+        ..crate::options(&name, Mode::Ranked)
+    };
     group.add_many(&conn, 0, &options, 2);
     group
         .wait("settled", intervals(10.0), |g| g.settled(0))

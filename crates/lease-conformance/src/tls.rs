@@ -2,7 +2,7 @@
 //! the test connects through the adapter's TLS knob to a
 //! [`TlsRedis`](lease_testkit::TlsRedis) and hands the connection in.
 
-use lease_core::{Lease, Mode, Options};
+use lease_core::{Mode, Options};
 use lease_testkit::unique_name;
 
 use crate::{Adapter, Group, intervals};
@@ -11,7 +11,10 @@ use crate::{Adapter, Group, intervals};
 /// stay settled for three intervals, and hold their pairs exclusively.
 pub async fn group_settles_over_tls<A: Adapter>(conn: &A::Conn) {
     let mut group = Group::<A>::default();
-    let options = Options::new(unique_name("tls"), intervals(1.0)).with_mode(Mode::Ranked);
+    let options = Options {
+        interval: intervals(1.0),
+        ..crate::options(&unique_name("tls"), Mode::Ranked)
+    };
     group.add_many(conn, 0, &options, 4);
     group
         .wait("settled over TLS", intervals(10.0), |g| g.settled(0))
@@ -20,6 +23,11 @@ pub async fn group_settles_over_tls<A: Adapter>(conn: &A::Conn) {
     group.run_for(intervals(3.0)).await;
     assert!(group.settled(0), "unsettled over TLS:\n{}", group.render());
     assert_eq!(group.indices(0), before, "pairs moved:\n{}", group.render());
-    assert!((0..4).all(|w| group.held(w).is_some_and(|l: &Lease| l.n() == 4)));
+    assert!((0..4).all(|w| {
+        group
+            .held(w)
+            .and_then(crate::pair)
+            .is_some_and(|(_, n)| n == 4)
+    }));
     group.check();
 }

@@ -16,19 +16,6 @@ struct Sample {
     taken_at: i64,
 }
 
-/// What a new reply says about the server clock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SkewCheck {
-    /// Consistent with the estimate (or the first sample).
-    Consistent,
-    /// The skew changed by more than the gap: the server clock jumped
-    /// (rule 10).
-    Jumped {
-        /// The estimated change, in microseconds (signed: positive = ahead).
-        by: i64,
-    },
-}
-
 impl SkewEstimate {
     /// The current offset, if any reply has been seen.
     pub(crate) fn offset(&self) -> Option<i64> {
@@ -44,7 +31,8 @@ impl SkewEstimate {
     /// Checks a reply executed at server time `server` for a request sent at
     /// local `sent` and received at local `received`, then takes it into the
     /// estimate (rule 10: a skew change of more than `tolerance`, the gap,
-    /// means the server clock jumped).
+    /// means the server clock jumped). Returns the jump (the estimated
+    /// change in microseconds, positive = ahead) if there was one.
     ///
     /// The change is the new sample's offset (midpoint of send and receive)
     /// minus the stored one; each is uncertain by half its round trip, so the
@@ -62,11 +50,11 @@ impl SkewEstimate {
         server: i64,
         tolerance: i64,
         max_age: i64,
-    ) -> SkewCheck {
+    ) -> Option<i64> {
         let rtt = (received - sent).max(0);
         let offset = server - (sent + rtt / 2);
-        let check = match self.sample {
-            None => SkewCheck::Consistent,
+        let jump = match self.sample {
+            None => None,
             Some(old) => {
                 let change = offset - old.offset;
                 let u = (old.rtt + rtt) / 2;
@@ -75,15 +63,11 @@ impl SkewEstimate {
                 } else {
                     change.abs() - u > tolerance
                 };
-                if jumped {
-                    SkewCheck::Jumped { by: change }
-                } else {
-                    SkewCheck::Consistent
-                }
+                jumped.then_some(change)
             }
         };
-        let replace = match (self.sample, check) {
-            (None, _) | (_, SkewCheck::Jumped { .. }) => true,
+        let replace = match (self.sample, jump) {
+            (None, _) | (_, Some(_)) => true,
             // A tighter sample, or the old one has gone stale (drift).
             (Some(old), _) => rtt <= old.rtt.saturating_mul(2) || received - old.taken_at > max_age,
         };
@@ -94,7 +78,7 @@ impl SkewEstimate {
                 taken_at: received,
             });
         }
-        check
+        jump
     }
 }
 
@@ -143,10 +127,7 @@ mod tests {
     #[test]
     fn first_sample_sets_the_midpoint_offset() {
         let mut s = SkewEstimate::default();
-        assert_eq!(
-            s.observe(100, 300, 10_200, 50, 1_000_000),
-            SkewCheck::Consistent
-        );
+        assert_eq!(s.observe(100, 300, 10_200, 50, 1_000_000), None);
         assert_eq!(s.offset(), Some(10_000));
     }
 
@@ -155,19 +136,16 @@ mod tests {
         let mut s = SkewEstimate::default();
         s.observe(0, 10, 1_005, 50, 1_000_000);
         // Executed late in a 5 ms round trip: still within [send, receive].
-        assert_eq!(
-            s.observe(1_000, 6_000, 6_900, 50, 1_000_000),
-            SkewCheck::Consistent
-        );
+        assert_eq!(s.observe(1_000, 6_000, 6_900, 50, 1_000_000), None);
         // Server time far ahead of anything the round trip allows.
         assert!(matches!(
             s.observe(10_000, 10_010, 12_000, 50, 1_000_000),
-            SkewCheck::Jumped { by } if by > 0
+            Some(by) if by > 0
         ));
         // Backwards.
         assert!(matches!(
             s.observe(20_000, 20_010, 15_000, 50, 1_000_000),
-            SkewCheck::Jumped { by } if by < 0
+            Some(by) if by < 0
         ));
     }
 
@@ -180,7 +158,7 @@ mod tests {
         // A fast reply now must not look like a 4.5 ms backwards jump.
         assert_eq!(
             s.observe(200_000, 201_000, 10_000 + 200_500, 45_000, 10_000_000),
-            SkewCheck::Consistent
+            None
         );
         assert_eq!(s.offset(), Some(10_000));
     }
@@ -194,10 +172,7 @@ mod tests {
             let mut s = SkewEstimate::default();
             s.observe(0, 10_000, 1_005_000, 45_000, 10_000_000);
             let check = s.observe(100_000, 110_000, 1_105_000 + step, 45_000, 10_000_000);
-            assert!(
-                matches!(check, SkewCheck::Jumped { by } if by == step),
-                "{step}: {check:?}"
-            );
+            assert!(matches!(check, Some(by) if by == step), "{step}: {check:?}");
         }
         // Without a step, a reply that executed at either end of its round
         // trip is consistent.
@@ -206,7 +181,7 @@ mod tests {
         for exec in [100_000, 110_000] {
             assert_eq!(
                 s.observe(100_000, 110_000, 1_000_000 + exec, 45_000, 10_000_000),
-                SkewCheck::Consistent
+                None
             );
         }
     }

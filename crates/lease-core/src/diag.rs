@@ -40,7 +40,7 @@
 use std::fmt::Display;
 use std::time::Duration;
 
-use crate::ownership::Slot;
+use crate::ownership::Pair;
 
 /// The `tracing` target of every event.
 pub const TARGET: &str = "lease";
@@ -142,8 +142,8 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn pair(slot: Option<Slot>) -> (i64, i64) {
-    slot.map_or((-1, -1), |s| (i64::from(s.i()), i64::from(s.n())))
+fn pair(pair: Option<Pair>) -> (i64, i64) {
+    pair.map_or((-1, -1), |s| (i64::from(s.i()), i64::from(s.n())))
 }
 
 /// Emits `discover started` (adapters call this once when a worker starts;
@@ -199,8 +199,8 @@ pub fn server_refused(name: &str, error: &crate::UnsupportedServer) {
 
 /// Emits `pair handed to the loop` (adapters call this when their stream
 /// yields a pair).
-pub fn pair_handed_to_the_loop(name: &str, slot: Option<Slot>) {
-    let (i, n) = pair(slot);
+pub fn pair_handed_to_the_loop(name: &str, held: Option<Pair>) {
+    let (i, n) = pair(held);
     tracing::trace!(target: TARGET, name, i, n, "{}", PAIR_HANDED_TO_THE_LOOP);
 }
 
@@ -212,7 +212,7 @@ pub(crate) fn lease_expired(name: &str, interval: u64, after: Duration) {
     tracing::warn!(target: TARGET, name, interval, after = ms(after), "{}", LEASE_EXPIRED);
 }
 
-pub(crate) fn pair_disagreed(name: &str, now: Option<Slot>, before: Option<Slot>) {
+pub(crate) fn pair_disagreed(name: &str, now: Option<Pair>, before: Option<Pair>) {
     let (i, n) = pair(now);
     let (pi, pn) = pair(before);
     tracing::debug!(target: TARGET, name, i, n, pi, pn, "{}", PAIR_DISAGREED);
@@ -230,19 +230,19 @@ pub(crate) fn registration_completed(
     tracing::trace!(target: TARGET, name, interval, index, replicas, skew = skew_micros as f64 / 1000.0, "{}", REGISTRATION_COMPLETED);
 }
 
-pub(crate) fn lease_granted(name: &str, slot: Slot) {
-    tracing::trace!(target: TARGET, name, i = slot.i(), n = slot.n(), "{}", LEASE_GRANTED);
+pub(crate) fn lease_granted(name: &str, pair: Pair) {
+    tracing::trace!(target: TARGET, name, i = pair.i(), n = pair.n(), "{}", LEASE_GRANTED);
 }
 
-pub(crate) fn lease_released(name: &str, slot: Slot, reason: &str) {
-    tracing::trace!(target: TARGET, name, i = slot.i(), n = slot.n(), reason, "{}", LEASE_RELEASED);
+pub(crate) fn lease_released(name: &str, pair: Pair, reason: &str) {
+    tracing::trace!(target: TARGET, name, i = pair.i(), n = pair.n(), reason, "{}", LEASE_RELEASED);
 }
 
-pub(crate) fn pair_agreed(name: &str, slot: Slot) {
-    tracing::trace!(target: TARGET, name, i = slot.i(), n = slot.n(), "{}", PAIR_AGREED);
+pub(crate) fn pair_agreed(name: &str, pair: Pair) {
+    tracing::trace!(target: TARGET, name, i = pair.i(), n = pair.n(), "{}", PAIR_AGREED);
 }
 
-pub(crate) fn no_pair_implied(name: &str, before: Option<Slot>) {
+pub(crate) fn no_pair_implied(name: &str, before: Option<Pair>) {
     let (pi, pn) = pair(before);
     tracing::trace!(target: TARGET, name, pi, pn, "{}", NO_PAIR_IMPLIED);
 }

@@ -1,4 +1,4 @@
-//! What the state machine tells its driver (DESIGN section 3, rule 11).
+//! What the state machine tells its driver (rule 11 of docs/protocol.md).
 
 use std::fmt;
 use std::time::Instant;
@@ -6,35 +6,47 @@ use std::time::Instant;
 use crate::lease::Lease;
 use crate::rules::Refusal;
 use crate::server::UnsupportedServer;
-use crate::tasks::Tasks;
 
 /// An output of [`crate::Worker::poll_event`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
-    /// What the worker holds changed: the next value of the stream.
+    /// What the worker may work on changed: the next value of the stream.
     Assignment(Assignment),
     /// The worker was cancelled and has stood down; no more output follows.
     Stopped,
 }
 
-/// What a worker holds: the value of an adapter's stream.
+/// What a worker may work on now: the value of an adapter's stream.
 ///
 /// The stream starts with [`Assignment::Idle`] (reason
-/// [`IdleReason::Started`]), then yields a value each time the lease in force
-/// changes, and never coalesces a release away: between two different leases
-/// there is always an idle value, which says why the previous lease ended
-/// and when. A refused registration (the group's rules differ) yields an idle
-/// value too, once, even if the worker held nothing.
+/// [`IdleReason::Started`]), then yields a value each time the set of tasks
+/// the worker may work on changes. A loop has two arms:
+///
+/// ```
+/// # fn work(_: u64) {}
+/// # fn f(assignment: lease_core::Assignment) {
+/// use lease_core::Assignment;
+/// match assignment {
+///     // Check before each task: the lease may run out while a stalled
+///     // process was not looking.
+///     Assignment::Held(lease) => (0..100).filter(|&id| lease.owns(id)).for_each(work),
+///     Assignment::Idle(idle) => eprintln!("idle: {}", idle.reason),
+/// }
+/// # }
+/// ```
+///
+/// Releases are never coalesced away: when what is held ends, an idle value
+/// says why and when. Under whole pairs there is always an idle value
+/// between two different pairs; under task sets a value can follow another
+/// directly, with what it [`Lease::granted`] and [`Lease::released`]. A
+/// refused registration (the group's rules differ) yields an idle value too,
+/// once, even if the worker held nothing.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Assignment {
     /// Hold nothing.
     Idle(Idle),
-    /// Hold this lease; check [`Lease::is_valid`] (or [`Lease::owns`]) before
-    /// each task.
+    /// Hold this lease; check [`Lease::owns`] before each task.
     Held(Lease),
-    /// Incremental handover (rule 13, [`crate::HandoverMode::Incremental`]):
-    /// hold this task set; check [`Tasks::owns`] before each task.
-    Tasks(Tasks),
 }
 
 impl Assignment {
@@ -42,7 +54,7 @@ impl Assignment {
     pub fn lease(&self) -> Option<&Lease> {
         match self {
             Assignment::Held(lease) => Some(lease),
-            _ => None,
+            Assignment::Idle(_) => None,
         }
     }
 
@@ -50,26 +62,13 @@ impl Assignment {
     pub fn into_lease(self) -> Option<Lease> {
         match self {
             Assignment::Held(lease) => Some(lease),
-            _ => None,
+            Assignment::Idle(_) => None,
         }
     }
 
-    /// The task set, if one is held (incremental handover).
-    pub fn tasks(&self) -> Option<&Tasks> {
-        match self {
-            Assignment::Tasks(tasks) => Some(tasks),
-            _ => None,
-        }
-    }
-
-    /// Whether task `id` is held now, whatever the handover mode: the
-    /// lease's or the task set's `owns`.
+    /// Whether task `id` is held now.
     pub fn owns(&self, id: u64) -> bool {
-        match self {
-            Assignment::Held(lease) => lease.owns(id),
-            Assignment::Tasks(tasks) => tasks.owns(id),
-            Assignment::Idle(_) => false,
-        }
+        self.lease().is_some_and(|l| l.owns(id))
     }
 
     /// Whether nothing is held.
@@ -87,18 +86,15 @@ pub struct Idle {
     /// deadline if it ran out, even if the worker only noticed later), or the
     /// instant the worker started or was refused.
     pub since: Instant,
-    /// The lease that ended, if this idle value follows one (its pair and
-    /// fencing token; it is no longer valid).
+    /// The lease that ended, if this idle value follows one (its parts and
+    /// fencing tokens; it is no longer valid).
     pub ended: Option<Lease>,
-    /// The task set that ended, if this idle value follows one (incremental
-    /// handover; no part of it is valid any more).
-    pub ended_tasks: Option<Tasks>,
 }
 
 impl Idle {
-    /// Whether this idle value ends a holding (a lease or a task set).
+    /// Whether this idle value ends a holding.
     pub fn ends_holding(&self) -> bool {
-        self.ended.is_some() || self.ended_tasks.is_some()
+        self.ended.is_some()
     }
 }
 

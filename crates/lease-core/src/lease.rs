@@ -1,11 +1,13 @@
-//! The lease in force: what a worker holds, until when, and with which
-//! fencing token (DESIGN section 3, rules 6 and 7; section 4).
+//! What a worker holds: the [`Lease`] the stream yields, made of parts
+//! ([`PartLease`]), each with its own deadline and fencing token (rules 6,
+//! 7, 13 and 14 of docs/protocol.md).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::ownership::{Mapping, Slot};
+use crate::ownership::{Mapping, Pair};
+use crate::part::{Part, TaskDelta};
 
 /// The clock a [`Lease`] answers [`Lease::is_valid`] on: the clock of the
 /// adapter that issued it (tokio's for lease-redis and lease-fred, so paused
@@ -88,45 +90,41 @@ impl LocalClock {
     }
 }
 
-/// Shared between the worker and every clone of a [`Lease`] it handed out,
-/// so the holder can ask "still valid now?" without a round trip to the
+/// Shared between the worker and every clone of a [`PartLease`] it handed
+/// out, so the holder can ask "still valid now?" without a round trip to the
 /// state machine. Renewal moves the deadline forward; release pulls it back.
 #[derive(Debug)]
 struct Cell {
     clock: LocalClock,
-    /// The issuing adapter's clock, for [`Lease::is_valid`].
+    /// The issuing adapter's clock, for [`PartLease::is_valid`].
     now: Clock,
-    /// Local microseconds at which the lease ends.
+    /// Local microseconds at which the part ends.
     deadline: AtomicI64,
     /// The interval of the registration that last granted or renewed it.
     renewed: AtomicU64,
 }
 
-/// An exclusive lease on a pair `(i, n)`: while it is valid, no other worker
-/// of the group holds `i`, and every holder uses the same `n`.
-///
-/// Cloning is cheap; clones share the deadline, which renewals extend and a
-/// release ends. Check [`Lease::owns`] (or [`Lease::is_valid`]) before each
-/// task.
+/// One held part: a [`Part`] with its fencing token and its deadline. Clones
+/// share the deadline, which renewals extend and a release ends.
 #[derive(Clone, Debug)]
-pub struct Lease {
-    slot: Slot,
+pub struct PartLease {
+    part: Part,
     token: u64,
     mapping: Mapping,
     cell: Arc<Cell>,
 }
 
-impl PartialEq for Lease {
+impl PartialEq for PartLease {
     fn eq(&self, other: &Self) -> bool {
-        self.slot == other.slot && self.token == other.token
+        self.part == other.part && self.token == other.token
     }
 }
 
-impl Eq for Lease {}
+impl Eq for PartLease {}
 
-impl Lease {
+impl PartLease {
     pub(crate) fn new(
-        slot: Slot,
+        part: Part,
         token: u64,
         mapping: Mapping,
         clock: LocalClock,
@@ -134,7 +132,7 @@ impl Lease {
         deadline: i64,
     ) -> Self {
         Self {
-            slot,
+            part,
             token,
             mapping,
             cell: Arc::new(Cell {
@@ -146,96 +144,50 @@ impl Lease {
         }
     }
 
-    /// This worker's index `i`.
-    pub fn i(&self) -> u32 {
-        self.slot.i()
+    /// The part held.
+    pub fn part(&self) -> Part {
+        self.part
     }
 
-    /// The group size `n`.
-    pub fn n(&self) -> u32 {
-        self.slot.n()
-    }
-
-    /// The pair `(i, n)`.
-    pub fn slot(&self) -> Slot {
-        self.slot
+    /// Whether task `id` is in the part, valid or not.
+    pub fn covers(&self, id: u64) -> bool {
+        self.part.contains(self.mapping, id)
     }
 
     /// The fencing token: the interval number of the registration that
-    /// granted this lease. Two different workers' leases that cover a common
-    /// task have tokens at least 2 apart, ordered as the leases are in time,
-    /// so a store that keeps the newest token per task can reject a stale
+    /// granted this part. Two different workers' parts that share a task
+    /// have tokens at least 2 apart, ordered as they are held in time, so a
+    /// store that keeps the newest token per task can reject a stale
     /// holder's writes.
     pub fn token(&self) -> u64 {
         self.token
     }
 
     /// The interval number of the registration that last granted or renewed
-    /// this lease (at least [`Lease::token`]). By rule 6 of docs/protocol.md
-    /// the lease ends before the server clock reads the end of the interval
-    /// after it, `(renewed_in() + 2)·L`; history checkers use it to check
-    /// that bound.
+    /// this part (at least [`PartLease::token`]). By rule 6 of
+    /// docs/protocol.md it ends before the server clock reads the end of the
+    /// interval after that one, `(renewed_in() + 2)·L`; history checkers use
+    /// it to check that bound.
     pub fn renewed_in(&self) -> u64 {
         self.cell.renewed.load(Ordering::Acquire)
     }
 
-    /// Slot 0 is an exclusive leader: at most one worker of the group holds
-    /// it at any instant.
-    pub fn is_leader(&self) -> bool {
-        self.slot.is_leader()
-    }
-
-    /// The instant the lease ends unless a renewal extends it first.
+    /// The instant the part ends unless a renewal extends it first.
     pub fn deadline(&self) -> Instant {
-        self.cell
-            .clock
-            .instant(self.cell.deadline.load(Ordering::Acquire))
+        self.cell.clock.instant(self.deadline_micros())
     }
 
-    /// Whether the lease still holds at `now`. This is the check to make
-    /// before each task: it is true only while the worker is guaranteed
-    /// exclusive, even if the process stalled and no timer has fired.
+    /// Whether the part still holds at `now`: true only while no other
+    /// worker can hold its tasks, even if the process stalled and no timer
+    /// has fired.
     pub fn is_valid_at(&self, now: Instant) -> bool {
-        self.cell.clock.micros(now) < self.cell.deadline.load(Ordering::Acquire)
+        self.cell.clock.micros(now) < self.deadline_micros()
     }
 
-    /// [`Lease::is_valid_at`] the current instant of the issuing adapter's
-    /// [`Clock`] (tokio's clock for lease-redis and lease-fred, so it follows
-    /// paused or simulated time). The state machine itself never calls it.
+    /// [`PartLease::is_valid_at`] the current instant of the issuing
+    /// adapter's [`Clock`].
     pub fn is_valid(&self) -> bool {
         self.is_valid_at(self.cell.now.now())
-    }
-
-    /// The group's task mapping (one of its recorded rules).
-    pub fn mapping(&self) -> Mapping {
-        self.mapping
-    }
-
-    /// Whether this lease covers task `id` under the group's mapping, and is
-    /// valid now: the check to make before each task.
-    ///
-    /// ```
-    /// # use std::time::{Duration, Instant};
-    /// # use lease_core::{Options, Token, Worker};
-    /// # fn lease() -> Option<lease_core::Lease> { None }
-    /// if let Some(lease) = lease() {
-    ///     let mine: Vec<u64> = (0..100).filter(|&id| lease.owns(id)).collect();
-    /// }
-    /// ```
-    pub fn owns(&self, id: u64) -> bool {
-        self.covers(id) && self.is_valid()
-    }
-
-    /// Whether this lease covers the byte key `key` under the group's
-    /// mapping, and is valid now.
-    pub fn owns_key(&self, key: &[u8]) -> bool {
-        self.mapping.owner_of_key(key, self.slot.n()) == self.slot.i() && self.is_valid()
-    }
-
-    /// Whether task `id` is in this lease's task set, whether or not the
-    /// lease is still valid.
-    pub fn covers(&self, id: u64) -> bool {
-        self.mapping.owner(id, self.slot.n()) == self.slot.i()
     }
 
     pub(crate) fn deadline_micros(&self) -> i64 {
@@ -243,7 +195,7 @@ impl Lease {
     }
 
     /// Renewal: a registration executed in `interval` certified the same
-    /// pair (or part) again, until `deadline`.
+    /// part again, until `deadline`.
     pub(crate) fn renew(&self, deadline: i64, interval: u64) {
         self.cell.renewed.fetch_max(interval, Ordering::AcqRel);
         self.extend_to(deadline);
@@ -260,54 +212,290 @@ impl Lease {
     }
 }
 
+/// What a worker may work on: while a task is in the lease and the lease is
+/// valid, no other worker of the group holds that task.
+///
+/// A lease is one or more parts ([`PartLease`]), each with its own fencing
+/// token and deadline: one whole pair `(i, n)` when the group is settled
+/// ([`Lease::pair`]), several during a handover under task sets. The
+/// stream yields a new value only when the set of tasks changes; renewals
+/// extend the parts' deadlines in every clone and yield nothing. Ask
+/// [`Lease::owns`] before each task: it is false once the lease ran out,
+/// even if the process stalled and no value arrived since.
+///
+/// Cloning is cheap.
+#[derive(Clone, Debug)]
+pub struct Lease(Arc<Value>);
+
+#[derive(Debug)]
+struct Value {
+    parts: Vec<PartLease>,
+    mapping: Mapping,
+    granted: TaskDelta,
+    released: TaskDelta,
+    since: Instant,
+}
+
+impl PartialEq for Lease {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.parts == other.0.parts
+    }
+}
+
+impl Eq for Lease {}
+
+impl Lease {
+    /// A value holding `parts`, with the deltas against the previous value's
+    /// parts.
+    pub(crate) fn new(
+        parts: Vec<PartLease>,
+        previous: &[Part],
+        mapping: Mapping,
+        since: Instant,
+    ) -> Self {
+        let now: Vec<Part> = parts.iter().map(PartLease::part).collect();
+        Self(Arc::new(Value {
+            granted: TaskDelta::new(mapping, &now, previous),
+            released: TaskDelta::new(mapping, previous, &now),
+            parts,
+            mapping,
+            since,
+        }))
+    }
+
+    /// Whether task `id` is held now: in a part that is still valid. The
+    /// check to make before each task.
+    ///
+    /// ```
+    /// # fn lease() -> Option<lease_core::Lease> { None }
+    /// if let Some(lease) = lease() {
+    ///     let mine: Vec<u64> = (0..100).filter(|&id| lease.owns(id)).collect();
+    /// }
+    /// ```
+    pub fn owns(&self, id: u64) -> bool {
+        self.0
+            .parts
+            .iter()
+            .any(|p| p.part.contains(self.0.mapping, id) && p.is_valid())
+    }
+
+    /// Whether the byte key `key` is held now.
+    pub fn owns_key(&self, key: &[u8]) -> bool {
+        self.0
+            .parts
+            .iter()
+            .any(|p| p.part.contains_key(self.0.mapping, key) && p.is_valid())
+    }
+
+    /// Whether task `id` is in one of the parts, valid or not.
+    pub fn covers(&self, id: u64) -> bool {
+        self.0
+            .parts
+            .iter()
+            .any(|p| p.part.contains(self.0.mapping, id))
+    }
+
+    /// The fencing token to write task `id` with, if it is held now: the
+    /// token of the newest valid part that has it.
+    pub fn token_for(&self, id: u64) -> Option<u64> {
+        self.0
+            .parts
+            .iter()
+            .filter(|p| p.part.contains(self.0.mapping, id) && p.is_valid())
+            .map(PartLease::token)
+            .max()
+    }
+
+    /// The newest token of any part: for a whole pair, its fencing token.
+    pub fn token(&self) -> u64 {
+        self.0.parts.iter().map(PartLease::token).max().unwrap_or(0)
+    }
+
+    /// `Some(pair)` when the lease is one whole pair `(i, n)`: every task
+    /// `t` with `mapping().owner(t, n) == i`. Under [`Mapping::Modulo`]
+    /// ([`crate::Handover::WholePairs`]) that is `t % n == i`, a predicate a
+    /// task source can evaluate itself. `None` during a handover, when the
+    /// lease holds parts of two group sizes.
+    pub fn pair(&self) -> Option<Pair> {
+        match self.0.parts.as_slice() {
+            [only] => only.part.pair(),
+            _ => None,
+        }
+    }
+
+    /// Whether this lease is the group's leader: it holds all of slot 0's
+    /// tasks under both pairs of a part, which at most one worker of the
+    /// group can at any instant.
+    pub fn is_leader(&self) -> bool {
+        self.0.parts.iter().any(|p| {
+            let [i, _, pi, _] = p.part.describe();
+            i == 0 && pi == 0
+        })
+    }
+
+    /// The parts held, oldest grant first.
+    pub fn parts(&self) -> &[PartLease] {
+        &self.0.parts
+    }
+
+    /// Each part as `(i, n, pi, pn, token)`, oldest grant first: the `held`
+    /// field of a history's `own` line (docs/history-format.md). **Not a
+    /// way to split tasks**: use [`Lease::owns`].
+    pub fn history_parts(&self) -> Vec<(u32, u32, u32, u32, u64)> {
+        self.0
+            .parts
+            .iter()
+            .map(|l| {
+                let [i, n, pi, pn] = l.part.describe();
+                (i, n, pi, pn, l.token)
+            })
+            .collect()
+    }
+
+    /// The newest pair the worker was certified (the newer pair of its
+    /// newest part), for logs and histories.
+    pub fn newest_pair(&self) -> Option<Pair> {
+        self.0
+            .parts
+            .iter()
+            .max_by_key(|p| p.token)
+            .map(|p| p.part.newer())
+    }
+
+    /// The group's task mapping.
+    pub fn mapping(&self) -> Mapping {
+        self.0.mapping
+    }
+
+    /// The latest deadline of any part: nothing is held after it unless a
+    /// renewal extends it.
+    pub fn deadline(&self) -> Instant {
+        self.0
+            .parts
+            .iter()
+            .map(PartLease::deadline)
+            .max()
+            .unwrap_or(self.0.since)
+    }
+
+    /// Whether any part is still valid at `now`.
+    pub fn is_valid_at(&self, now: Instant) -> bool {
+        self.0.parts.iter().any(|p| p.is_valid_at(now))
+    }
+
+    /// Whether any part is still valid now, on the issuing adapter's clock.
+    pub fn is_valid(&self) -> bool {
+        self.0.parts.iter().any(PartLease::is_valid)
+    }
+
+    /// The tasks held now that the previous value did not hold: start them.
+    pub fn granted(&self) -> &TaskDelta {
+        &self.0.granted
+    }
+
+    /// The tasks the previous value held that this one does not: they were
+    /// handed over; stop them (nobody else starts them before the part that
+    /// had them has passed its deadline).
+    pub fn released(&self) -> &TaskDelta {
+        &self.0.released
+    }
+
+    /// The instant this value began: the grant, or the instant a part
+    /// really ended (its deadline, or its drain's end, even if the worker
+    /// only noticed later).
+    pub fn since(&self) -> Instant {
+        self.0.since
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pair(i: u32, n: u32) -> Pair {
+        Pair::new(i, n).unwrap()
+    }
 
     #[test]
     fn clones_share_renewal_and_release() {
         let t0 = Instant::now();
         let clock = LocalClock::new(t0);
-        let lease = Lease::new(
-            Slot::new(1, 3).unwrap(),
+        let part = PartLease::new(
+            Part::whole(pair(1, 3)),
             42,
             Mapping::Modulo,
             clock,
             Clock::system(),
             1_000,
         );
+        let lease = Lease::new(vec![part.clone()], &[], Mapping::Modulo, t0);
         let held = lease.clone();
         assert!(held.is_valid_at(t0 + Duration::from_micros(999)));
         assert!(!held.is_valid_at(t0 + Duration::from_micros(1_000)));
-        assert_eq!(held.renewed_in(), 42);
-        lease.renew(5_000, 44);
-        assert_eq!(held.renewed_in(), 44);
+        assert_eq!(part.renewed_in(), 42);
+        part.renew(5_000, 44);
+        assert_eq!(held.parts()[0].renewed_in(), 44);
         assert!(held.is_valid_at(t0 + Duration::from_micros(4_999)));
-        lease.extend_to(2_000); // never moves backwards on renewal
+        part.extend_to(2_000); // never moves backwards on renewal
         assert_eq!(held.deadline(), t0 + Duration::from_micros(5_000));
-        lease.end_at(3_000);
+        part.end_at(3_000);
         assert!(!held.is_valid_at(t0 + Duration::from_micros(3_000)));
-        assert_eq!((held.i(), held.n(), held.token()), (1, 3, 42));
+        assert_eq!((held.pair(), held.token()), (Some(pair(1, 3)), 42));
         assert!(!held.is_leader());
+        assert!(held.covers(4) && !held.covers(5));
     }
 
     #[test]
     fn validity_is_read_on_the_issuing_clock() {
         let t0 = Instant::now();
         let late = Clock::new(move || t0 + Duration::from_secs(100));
-        let lease = Lease::new(
-            Slot::new(1, 3).unwrap(),
+        let part = PartLease::new(
+            Part::whole(pair(1, 3)),
             42,
             Mapping::Modulo,
             LocalClock::new(t0),
             late,
             60_000_000,
         );
+        let lease = Lease::new(vec![part], &[], Mapping::Modulo, t0);
         // 100 virtual seconds after the start, a 60 s lease is over, whatever
         // the system clock says.
         assert!(!lease.is_valid());
         assert!(lease.is_valid_at(t0));
         assert!(!lease.owns(4));
-        assert!(lease.covers(4) && !lease.covers(5));
+        assert_eq!(lease.token_for(4), None);
+    }
+
+    #[test]
+    fn a_handover_lease_has_no_pair_and_fences_per_part() {
+        let t0 = Instant::now();
+        let m = Mapping::Consistent;
+        let clock = LocalClock::new(t0);
+        let later = Clock::new(move || t0);
+        let old = PartLease::new(
+            Part::whole(pair(1, 3)),
+            10,
+            m,
+            clock,
+            later.clone(),
+            1_000_000,
+        );
+        let new = PartLease::new(
+            Part::new(pair(1, 4), pair(1, 3)),
+            12,
+            m,
+            clock,
+            later,
+            1_000_000,
+        );
+        let lease = Lease::new(vec![old, new], &[], m, t0);
+        assert_eq!(lease.pair(), None);
+        let kept = (0..1000).find(|&id| m.owner(id, 4) == 1).unwrap();
+        let moved = (0..1000)
+            .find(|&id| m.owner(id, 3) == 1 && m.owner(id, 4) == 3)
+            .unwrap();
+        assert_eq!(lease.token_for(kept), Some(12));
+        assert_eq!(lease.token_for(moved), Some(10));
+        assert!(lease.owns(moved) && lease.owns(kept));
     }
 }

@@ -1,23 +1,28 @@
 //! Options of one worker, and their validation into typed errors.
 //!
-//! Invalid options fail once, at construction ([`Options::validate`], which
-//! [`crate::Worker::new`] calls), never later on the network path.
+//! Settings that apply to one way of counting live inside it
+//! ([`Counting::Ranked`] carries the handover, the drain budget, graceful
+//! leave and the schedule's spread; [`Counting::Arrival`] has none), so no
+//! combination of options is contradictory. What can still be wrong is a
+//! value out of its range (an empty name, a gap of 0.7); [`Options::validate`]
+//! finds it, and [`crate::Worker::new`] and every adapter call it, so invalid
+//! options fail once, at construction, never on the network path.
 
 use std::time::Duration;
 
 use crate::ownership::Mapping;
+use crate::worker::Identity;
 
-/// How positions in a closed interval are counted (DESIGN section 3, rule 3).
+/// Which of the two counting scripts a worker runs, as recorded in the
+/// group's rules (rule 12 of docs/protocol.md): the kind of a [`Counting`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Mode {
     /// Positions are ranks in a sorted set whose order the server carries from
-    /// one interval to the next: retries, lost replies and jitter no longer
-    /// reshuffle the group, and a newcomer lands at the tail.
+    /// one interval to the next ([`Counting::Ranked`]).
     #[default]
     Ranked,
-    /// The original `n-and-i` protocol: `INCR` of the interval key, the
-    /// position is the arrival index. Kept exact, as the compatible mode and
-    /// the baseline that every figure is compared with.
+    /// The original `INCR` count, the position is the arrival index
+    /// ([`Counting::Arrival`]).
     Arrival,
 }
 
@@ -49,52 +54,182 @@ impl std::str::FromStr for Mode {
     }
 }
 
-/// How a worker hands tasks over when the group changes (DESIGN section 3,
-/// rule 13).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum HandoverMode {
-    /// The original rule 5: a reply grants the whole pair `(i, n)` only when
-    /// the two newest closed intervals imply the same pair; the held value
-    /// is an [`crate::Assignment::Held`] lease.
-    #[default]
-    Whole,
-    /// Rule 13: a reply from `k` grants the task set `T(p(k-1)) ∩ T(p(k-2))`,
-    /// so tasks that stay with a worker through a change of the group stay
-    /// served. The held value is an [`crate::Assignment::Tasks`] task set
-    /// (with the tasks granted and released since the previous value), which
-    /// offers no pair to split tasks by. Needs [`Mode::Ranked`] and
-    /// [`Mapping::Consistent`]: with modulo a worker keeps only about
-    /// `1/(n+1)` of its tasks through a change, so it would buy nothing.
-    Incremental,
+/// How a worker's group counts its members, and what that way supports.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Counting {
+    /// The default: each worker is a member of a sorted set whose order the
+    /// server carries from one interval to the next, so retries, lost replies
+    /// and jitter never reshuffle the group, a newcomer lands at the tail and
+    /// a departed worker's hole is filled by the last one (rules 3 and 15).
+    Ranked(Ranked),
+    /// The original protocol (`INCR` of the interval key, the position is the
+    /// arrival index), kept exact for comparison: whole pairs under
+    /// `task.id % n == i`, a lease released at the reply that does not renew
+    /// it, no graceful leave. Any one worker's failed registration stands
+    /// the whole group down.
+    Arrival,
 }
 
-impl HandoverMode {
-    /// The name used on command lines and in reports: `whole` or
-    /// `incremental`.
-    pub fn as_str(self) -> &'static str {
+impl Default for Counting {
+    fn default() -> Self {
+        Counting::Ranked(Ranked::default())
+    }
+}
+
+impl Counting {
+    /// The kind recorded in the group's rules.
+    pub fn mode(&self) -> Mode {
         match self {
-            HandoverMode::Whole => "whole",
-            HandoverMode::Incremental => "incremental",
+            Counting::Ranked(_) => Mode::Ranked,
+            Counting::Arrival => Mode::Arrival,
+        }
+    }
+
+    /// How tasks are split between the pairs: jump hash for task sets,
+    /// `task.id % n` otherwise. One of the group's recorded rules.
+    pub fn mapping(&self) -> Mapping {
+        match self {
+            Counting::Ranked(Ranked {
+                handover: Handover::TaskSets,
+                ..
+            }) => Mapping::Consistent,
+            _ => Mapping::Modulo,
+        }
+    }
+
+    /// The Ranked settings, if this is Ranked counting.
+    pub fn ranked(&self) -> Option<&Ranked> {
+        match self {
+            Counting::Ranked(r) => Some(r),
+            Counting::Arrival => None,
         }
     }
 }
 
-impl std::fmt::Display for HandoverMode {
+/// The settings of [`Counting::Ranked`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ranked {
+    /// How tasks move when the group changes (default [`Handover::TaskSets`]).
+    pub handover: Handover,
+    /// The drain budget `b` (rule 14): a lease, or part of one, that a later
+    /// reply does not renew is kept and served until its own deadline minus
+    /// `b`, then released. Nobody else can hold its tasks before its
+    /// deadline, so `b` is the loop's time to finish the task in hand, not a
+    /// safety margin. `None` (the default) means the gap `G = g·L`. At most
+    /// the interval `L` ([`Options::max_drain_budget`]).
+    pub drain_budget: Option<Duration>,
+    /// Graceful leave on cancellation (rule 16, default on): the cancelled
+    /// worker removes itself from the interval open at the time, serves
+    /// what it holds until its drain ends, then the stream ends. The
+    /// survivors take its tasks about an interval sooner than after a crash.
+    /// Off, a cancel releases at once and the worker stays counted until the
+    /// group re-counts, exactly as if it had crashed.
+    pub graceful_leave: bool,
+    /// Width of the schedule's spread (rule 8), in `L`: a worker fires at
+    /// `G + frac(identity)·spread·L` into each interval. `None` (the default)
+    /// is the early spread `min(g, 0.1, (1-2g)/2)`, which leaves the most of
+    /// the interval for slow round trips and pauses. A process that runs
+    /// thousands of groups on one Redis should widen it (up to
+    /// [`Options::max_spread`]; docs/choosing-an-interval.md). At least 0.
+    pub spread: Option<f64>,
+}
+
+impl Default for Ranked {
+    fn default() -> Self {
+        Self {
+            handover: Handover::TaskSets,
+            drain_budget: None,
+            graceful_leave: true,
+            spread: None,
+        }
+    }
+}
+
+/// How a Ranked group hands tasks over when it changes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Handover {
+    /// The default (rule 13): a worker holds a set of tasks under the
+    /// consistent mapping (jump hash), and a change of the group moves only
+    /// the tasks that change owner: a join takes about `1/(n+1)` of the tasks
+    /// to the newcomer while everyone else keeps serving. Ask the lease
+    /// [`crate::Lease::owns`] before each task.
+    #[default]
+    TaskSets,
+    /// Whole pairs `(i, n)` under `task.id % n == i`, for task sources that
+    /// filter by that predicate themselves (`WHERE id % n = i`, queue
+    /// partitions): [`crate::Lease::pair`] is always `Some`. Every change of
+    /// `n` stands the whole group down from each lease's drain end to the
+    /// next grant (about a third of an interval).
+    WholePairs,
+}
+
+impl Handover {
+    /// The name used on command lines and in reports: `task-sets` or
+    /// `whole-pairs`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Handover::TaskSets => "task-sets",
+            Handover::WholePairs => "whole-pairs",
+        }
+    }
+}
+
+impl std::fmt::Display for Handover {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
 }
 
-impl std::str::FromStr for HandoverMode {
+impl std::str::FromStr for Handover {
     type Err = OptionsError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
-            "whole" => Ok(HandoverMode::Whole),
-            "incremental" => Ok(HandoverMode::Incremental),
+            "task-sets" => Ok(Handover::TaskSets),
+            "whole-pairs" => Ok(Handover::WholePairs),
             other => Err(OptionsError::UnknownHandover(other.to_owned())),
         }
     }
+}
+
+/// A deliberately broken rule, for the negative controls of the simulator's
+/// tests (feature `negative-controls`, which no product build enables): each
+/// variant undoes one rule of docs/protocol.md, and the history checker must
+/// catch the runs it breaks. Without the feature the type is not exported
+/// and no option can name one, so every check of it is constant false.
+#[cfg_attr(not(feature = "negative-controls"), allow(dead_code, unreachable_pub))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NegativeControl {
+    /// Rule 6: anchor a lease's deadline at the reply's arrival instead of
+    /// the request's send.
+    DeadlineFromArrival,
+    /// Rule 13: grant `T(p(k-1))` alone instead of its intersection with
+    /// `T(p(k-2))`.
+    GrantNewestPairOnly,
+    /// Rule 13: take `p(k-2)` from the previous processed reply even when it
+    /// was not from `k-1`.
+    PairFromAnyPreviousReply,
+    /// Rule 14: keep an unrenewed lease until half an interval past its
+    /// deadline.
+    OverdrainPastDeadline,
+    /// Rule 10: after a backward step of the server clock, grant over
+    /// intervals that may have been reopened.
+    GrantOverReopenedIntervals,
+    /// Rule 17: grant and renew from registrations that executed less than
+    /// `G` into their interval.
+    GrantFromEarlyRegistration,
+    /// Rule 10: after a stand-down, keep accepting the replies of requests
+    /// sent before it.
+    KeepRequestsAcrossStandDown,
+    /// Rule 14: grant a lease whose drain end has passed, and start a drain
+    /// before the reply that starts it.
+    GrantPastDrainEnd,
+    /// [`NegativeControl::GrantFromEarlyRegistration`] and
+    /// [`NegativeControl::KeepRequestsAcrossStandDown`] at once: a forward
+    /// step just under the gap that the worker detects overlaps only without
+    /// both rules.
+    EarlyGrantsAndKeptRequests,
 }
 
 /// The longest accepted group name, in bytes.
@@ -107,24 +242,30 @@ pub const MAX_INTERVAL: Duration = Duration::from_secs(24 * 60 * 60);
 /// The default gap, as a fraction of the interval.
 pub const DEFAULT_GAP: f64 = 0.15;
 
-/// What one worker needs to know about its group.
+/// What one worker needs to know about its group, and (for an adapter) how to
+/// stop it: `C` is the adapter's cancellation type (each adapter names its
+/// own `Options`, e.g. `lease_redis::Options` with tokio's
+/// `CancellationToken`); the state machine itself never looks at it.
 ///
-/// Build with [`Options::new`] and the `with_*` methods; validation happens in
-/// [`Options::validate`] (called by [`crate::Worker::new`]).
+/// Build with [`Options::new`] and the `with_*` methods. The defaults are
+/// the best measured behaviour: Ranked counting, task sets (incremental
+/// handover under jump hash), graceful leave.
 ///
 /// ```
 /// use std::time::Duration;
-/// use lease_core::{Mode, Options};
+/// use lease_core::{Handover, Options};
 ///
-/// let options = Options::new("mail-sender", Duration::from_secs(5))
+/// let options: Options = Options::new("mail-sender", Duration::from_secs(5))
 ///     .with_gap(0.2)
-///     .with_prefix("prod:")
-///     .with_mode(Mode::Ranked);
+///     .with_prefix("prod:");
 /// assert!(options.validate().is_ok());
-/// assert!(Options::new("bad{name}", Duration::from_secs(5)).validate().is_err());
+/// // A task source that filters by `id % n = i` itself:
+/// let sql = options.clone().with_handover(Handover::WholePairs);
+/// assert!(sql.validate().is_ok());
+/// assert!(Options::<()>::new("bad{name}", Duration::from_secs(5)).validate().is_err());
 /// ```
 #[derive(Clone, Debug, PartialEq)]
-pub struct Options {
+pub struct Options<C = ()> {
     /// Group name, for example `mail-sender`. Non-empty, at most
     /// [`MAX_NAME_LEN`] bytes, no `{` or `}` (it becomes the Redis Cluster hash
     /// tag), no whitespace or control characters.
@@ -137,94 +278,23 @@ pub struct Options {
     /// Prepended to every key, for namespacing (default empty). At most
     /// [`MAX_PREFIX_LEN`] bytes, no control characters and no braces.
     pub prefix: String,
-    /// Counting mode (default [`Mode::Ranked`]).
-    pub mode: Mode,
-    /// How tasks are split between the pairs (default [`Mapping::Modulo`],
-    /// the original's `task.id % n == i`). Every worker of a group must use
-    /// the same mapping: it is one of the group's rules, recorded and checked
-    /// in Redis ([`crate::GroupRules`]).
-    pub mapping: Mapping,
-    /// The drain budget `b` of a kept lease (rule 14, `Ranked` only): a lease
-    /// that a later reply does not renew is kept, and served, until its own
-    /// deadline minus `b`, then released (the idle value, reason
-    /// [`crate::IdleReason::HandedOver`]). Nobody else can hold its tasks
-    /// before its deadline, so `b` is the loop body's time to finish the task
-    /// in hand, not a safety margin. `None` (the default) means the gap `G =
-    /// g·L`. At most the longest a lease can last, `2L - G` (exclusive).
-    /// `Arrival` mode ignores it: it releases as the original does.
-    pub drain_budget: Option<Duration>,
-    /// Graceful leave on cancellation (rule 16, `Ranked` only; default off,
-    /// which keeps the original's cancel: release at once and stop). When
-    /// on, a cancelled worker removes its token from the set of the interval
-    /// open when the request executes (the leave script decides it from
-    /// `TIME`), registers no more, and keeps serving the lease it holds
-    /// until its deadline minus the drain budget; then the stream yields the
-    /// idle value (reason [`crate::IdleReason::Cancelled`]) and ends. The
-    /// survivors take over the departed's tasks about an interval sooner.
-    pub graceful_leave: bool,
-    /// How tasks are handed over when the group changes (rule 13; default
-    /// [`HandoverMode::Whole`], the original). Workers of one group may mix
-    /// the two: a whole-pair grant is the incremental grant of two equal
-    /// pairs, so it is not one of the recorded group rules.
-    pub handover: HandoverMode,
-    /// **Test only: breaks exclusivity.** Anchors a lease's deadline at the
-    /// reply's arrival instead of the request's send (rule 6). The negative
-    /// control `bad-arrival` of rule 13: the simulator's checker must catch it.
-    #[doc(hidden)]
-    pub sabotage_deadline_from_arrival: bool,
-    /// **Test only: breaks exclusivity.** Incremental handover grants
-    /// `T(p(k-1))` alone instead of the intersection with `T(p(k-2))`. The
-    /// negative control `bad-k1only` of rule 13.
-    #[doc(hidden)]
-    pub sabotage_grant_newest_pair_only: bool,
-    /// **Test only: breaks exclusivity.** Takes `p(k-2)` from the previous
-    /// processed reply even when that reply was not from `k-1`. The negative
-    /// control `bad-skip` of rule 13.
-    #[doc(hidden)]
-    pub sabotage_pair_from_any_previous_reply: bool,
-    /// Width of the Ranked schedule's spread (rule 8), in `L`: a worker
-    /// fires at `G + frac(token)·spread·L` into each interval. `None` (the
-    /// default) is the early spread `min(g, 0.1, (1-2g)/2)`, which leaves
-    /// the most of the interval for slow round trips and pauses. A process
-    /// that runs thousands of groups on one Redis should widen it (up to
-    /// [`Options::max_spread`], `0.45` at the default gap), so that their
-    /// registrations do not all queue in the first tenth of the interval
-    /// (docs/choosing-an-interval.md). At least 0, at most
-    /// [`Options::max_spread`]. `Arrival` mode ignores it.
-    pub spread: Option<f64>,
-    /// **Test only: breaks exclusivity.** Keeps a lease that a later reply
-    /// does not renew until half an interval *past* its deadline, instead of
-    /// its deadline minus the drain budget. The negative control of rule 14
-    /// (research `bad-overdrain`): the simulator's checker must catch it.
-    #[doc(hidden)]
-    pub sabotage_overdrain_past_deadline: bool,
-    /// **Test only: breaks exclusivity.** After a backward step of the
-    /// server clock, grants from the very next agreeing replies, over
-    /// intervals that may have been reopened, as before rule 10's fence. The
-    /// negative control of that fence: the simulator's checker must catch it.
-    #[doc(hidden)]
-    pub sabotage_grant_over_reopened_intervals: bool,
-    /// **Test only: breaks exclusivity.** Grants and renews from a
-    /// registration that executed less than `G` into its interval (after a
-    /// re-aim), so a forward step of the server clock smaller than the gap
-    /// can let two workers hold one task. The negative control of rule 17.
-    #[doc(hidden)]
-    pub sabotage_grant_from_early_registration: bool,
-    /// **Test only.** After a server-clock stand-down (rule 10), still
-    /// accepts replies to requests sent before it, so a reading from before
-    /// the step seeds the memory again. The negative control of rule 10's
-    /// forgetting.
-    #[doc(hidden)]
-    pub sabotage_keep_requests_across_stand_down: bool,
-    /// **Test only.** Grants a lease or part whose drain end (its deadline
-    /// minus the drain budget, rule 14) has already passed, and drains a
-    /// part from its deadline minus the budget even when that is before the
-    /// reply that drains it. The negative control of the late-grant rule.
-    #[doc(hidden)]
-    pub sabotage_grant_past_drain_end: bool,
+    /// How the group counts its members (default Ranked, with its defaults).
+    /// Every worker of a group must count the same way and split tasks the
+    /// same way: both are rules recorded and checked in Redis
+    /// ([`crate::GroupRules`]).
+    pub counting: Counting,
+    /// The worker's identity, for runs that replay; `None` (the default):
+    /// the adapter draws a fresh one from the operating system at every
+    /// start. See [`Identity`].
+    pub identity: Option<Identity>,
+    /// Cancelling this stands the worker down (the adapter's type).
+    pub cancel: Option<C>,
+    /// A deliberately broken rule (feature `negative-controls`, tests only).
+    #[cfg(feature = "negative-controls")]
+    pub negative_control: Option<NegativeControl>,
 }
 
-impl Options {
+impl<C> Options<C> {
     /// Options for group `name` with interval `interval` and every other
     /// option at its default.
     pub fn new(name: impl Into<String>, interval: Duration) -> Self {
@@ -233,46 +303,141 @@ impl Options {
             interval,
             gap: DEFAULT_GAP,
             prefix: String::new(),
-            mode: Mode::default(),
-            mapping: Mapping::default(),
-            drain_budget: None,
-            graceful_leave: false,
-            handover: HandoverMode::Whole,
-            sabotage_deadline_from_arrival: false,
-            sabotage_grant_newest_pair_only: false,
-            sabotage_pair_from_any_previous_reply: false,
-            spread: None,
-            sabotage_overdrain_past_deadline: false,
-            sabotage_grant_over_reopened_intervals: false,
-            sabotage_grant_from_early_registration: false,
-            sabotage_keep_requests_across_stand_down: false,
-            sabotage_grant_past_drain_end: false,
+            counting: Counting::default(),
+            identity: None,
+            cancel: None,
+            #[cfg(feature = "negative-controls")]
+            negative_control: None,
         }
     }
 
-    /// Sets the width of the Ranked schedule's spread, in `L` (see
-    /// [`Options::spread`]).
+    /// Sets the gap fraction.
+    pub fn with_gap(mut self, gap: f64) -> Self {
+        self.gap = gap;
+        self
+    }
+
+    /// Sets the key prefix.
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Sets how the group counts its members.
+    pub fn with_counting(mut self, counting: Counting) -> Self {
+        self.counting = counting;
+        self
+    }
+
+    /// Sets the Ranked handover (switching to Ranked counting with its
+    /// defaults if the counting was [`Counting::Arrival`]).
+    pub fn with_handover(self, handover: Handover) -> Self {
+        self.with_ranked(|r| r.handover = handover)
+    }
+
+    /// Sets the Ranked drain budget (see [`Ranked::drain_budget`];
+    /// switching to Ranked counting if it was [`Counting::Arrival`]).
+    pub fn with_drain_budget(self, budget: Duration) -> Self {
+        self.with_ranked(|r| r.drain_budget = Some(budget))
+    }
+
+    /// Turns Ranked graceful leave on or off (see [`Ranked::graceful_leave`];
+    /// switching to Ranked counting if it was [`Counting::Arrival`]).
+    pub fn with_graceful_leave(self, on: bool) -> Self {
+        self.with_ranked(|r| r.graceful_leave = on)
+    }
+
+    /// Sets the Ranked schedule's spread, in `L` (see [`Ranked::spread`];
+    /// switching to Ranked counting if it was [`Counting::Arrival`]).
     ///
     /// ```
     /// use std::time::Duration;
     /// use lease_core::Options;
     ///
-    /// let o = Options::new("g", Duration::from_secs(1));
+    /// let o: Options = Options::new("g", Duration::from_secs(1));
     /// assert_eq!(o.effective_spread(), 0.1);
     /// assert!((o.max_spread() - 0.45).abs() < 1e-12);
     /// let wide = o.clone().with_spread(o.max_spread());
     /// assert!(wide.validate().is_ok());
     /// assert!(o.with_spread(0.5).validate().is_err());
     /// ```
-    pub fn with_spread(mut self, spread: f64) -> Self {
-        self.spread = Some(spread);
+    pub fn with_spread(self, spread: f64) -> Self {
+        self.with_ranked(|r| r.spread = Some(spread))
+    }
+
+    /// Sets the identity (runs that replay; see [`Options::identity`]).
+    pub fn with_identity(mut self, identity: Identity) -> Self {
+        self.identity = Some(identity);
         self
     }
 
+    /// Sets the cancellation: cancelling it stands the worker down.
+    pub fn with_cancel(mut self, cancel: C) -> Self {
+        self.cancel = Some(cancel);
+        self
+    }
+
+    /// Breaks one rule on purpose (feature `negative-controls`, tests only).
+    #[cfg(feature = "negative-controls")]
+    pub fn with_negative_control(mut self, control: NegativeControl) -> Self {
+        self.negative_control = Some(control);
+        self
+    }
+
+    /// The same options with another cancellation type (an adapter's), and
+    /// no cancellation.
+    pub fn with_cancel_type<D>(self) -> Options<D> {
+        Options {
+            name: self.name,
+            interval: self.interval,
+            gap: self.gap,
+            prefix: self.prefix,
+            counting: self.counting,
+            identity: self.identity,
+            cancel: None,
+            #[cfg(feature = "negative-controls")]
+            negative_control: self.negative_control,
+        }
+    }
+
+    /// Changes the Ranked settings (Ranked's defaults if the counting was
+    /// Arrival).
+    fn with_ranked(mut self, change: impl FnOnce(&mut Ranked)) -> Self {
+        let mut ranked = self.counting.ranked().copied().unwrap_or_default();
+        change(&mut ranked);
+        self.counting = Counting::Ranked(ranked);
+        self
+    }
+
+    /// The counting kind.
+    pub fn mode(&self) -> Mode {
+        self.counting.mode()
+    }
+
+    /// How tasks are split between the pairs (follows from the counting).
+    pub fn mapping(&self) -> Mapping {
+        self.counting.mapping()
+    }
+
+    /// The handover: Ranked's, or whole pairs for Arrival.
+    pub fn handover(&self) -> Handover {
+        self.counting
+            .ranked()
+            .map_or(Handover::WholePairs, |r| r.handover)
+    }
+
+    /// Whether a cancel leaves gracefully (rule 16; never for Arrival).
+    pub fn graceful_leave(&self) -> bool {
+        self.counting.ranked().is_some_and(|r| r.graceful_leave)
+    }
+
     /// The width of the Ranked schedule's spread in force, in `L`:
-    /// [`Options::spread`], or the early spread `min(g, 0.1, (1-2g)/2)`.
+    /// [`Ranked::spread`], or the early spread `min(g, 0.1, (1-2g)/2)`.
     pub fn effective_spread(&self) -> f64 {
-        self.spread.unwrap_or_else(|| self.early_spread())
+        self.counting
+            .ranked()
+            .and_then(|r| r.spread)
+            .unwrap_or_else(|| self.early_spread())
     }
 
     fn early_spread(&self) -> f64 {
@@ -288,111 +453,61 @@ impl Options {
         (band - self.gap.max(0.25)).max(self.early_spread())
     }
 
-    /// Sets the gap fraction.
-    pub fn with_gap(mut self, gap: f64) -> Self {
-        self.gap = gap;
-        self
-    }
-
-    /// Sets the key prefix.
-    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// Sets the counting mode.
-    pub fn with_mode(mut self, mode: Mode) -> Self {
-        self.mode = mode;
-        self
-    }
-
-    /// Sets the task mapping.
-    pub fn with_mapping(mut self, mapping: Mapping) -> Self {
-        self.mapping = mapping;
-        self
-    }
-
-    /// Sets the drain budget of kept leases (rule 14; see
-    /// [`Options::drain_budget`]).
-    pub fn with_drain_budget(mut self, budget: Duration) -> Self {
-        self.drain_budget = Some(budget);
-        self
-    }
-
-    /// Turns graceful leave on or off (rule 16; see
-    /// [`Options::graceful_leave`]).
-    pub fn with_graceful_leave(mut self, on: bool) -> Self {
-        self.graceful_leave = on;
-        self
-    }
-
-    /// Sets the handover mode (rule 13; see [`Options::handover`]).
-    /// Incremental handover needs [`Mode::Ranked`] and
-    /// [`Mapping::Consistent`]:
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use lease_core::{HandoverMode, Options};
-    /// use lease_core::ownership::Mapping;
-    ///
-    /// let options = Options::new("g", Duration::from_secs(2))
-    ///     .with_mapping(Mapping::Consistent)
-    ///     .with_handover(HandoverMode::Incremental);
-    /// assert!(options.validate().is_ok());
-    /// assert!(options.with_mapping(Mapping::Modulo).validate().is_err());
-    /// ```
-    pub fn with_handover(mut self, handover: HandoverMode) -> Self {
-        self.handover = handover;
-        self
-    }
-
-    /// The gap `G = g·L`.
-    /// Rounded to the microsecond, as the state machine uses it.
+    /// The gap `G = g·L`, rounded to the microsecond, as the state machine
+    /// uses it.
     pub fn gap_duration(&self) -> Duration {
         let l = self.interval.as_micros() as f64;
         Duration::from_micros((self.gap * l).round().max(0.0) as u64)
     }
 
-    /// The drain budget in force: [`Options::drain_budget`], or the gap `G`
-    /// when none was given.
+    /// The drain budget in force: Ranked's, or the gap `G` when none was
+    /// given; zero for Arrival, which releases at the reply.
     pub fn effective_drain_budget(&self) -> Duration {
-        self.drain_budget.unwrap_or_else(|| self.gap_duration())
+        match &self.counting {
+            Counting::Ranked(r) => r.drain_budget.unwrap_or_else(|| self.gap_duration()),
+            Counting::Arrival => Duration::ZERO,
+        }
     }
 
     /// The longest a lease lasts from the registration that granted it,
-    /// `2L - G` (rule 6: a `Ranked` registration fires at `kL + G + u` and
-    /// its lease ends by `(k+2)L`): the drain budget must be shorter.
+    /// `2L - G` (rule 6: a Ranked registration fires at `kL + G + u` and its
+    /// lease ends by `(k+2)L`).
     pub fn lease_span(&self) -> Duration {
         (self.interval * 2).saturating_sub(self.gap_duration())
     }
 
-    /// Checks every option; the first problem found is returned.
+    /// The longest drain budget accepted: the interval `L`. A lease is
+    /// granted only while its drain end is ahead (rule 14), and a grant
+    /// arrives up to `G + spread + RTT` into its interval with its deadline
+    /// at the end of the next one, so a budget near the lease's span would
+    /// leave no grant a drain end ahead of it; at most `L` keeps at least
+    /// `L - G - spread·L` (0.4 L at the widest spread) for the round trip.
+    pub fn max_drain_budget(&self) -> Duration {
+        self.interval
+    }
+
+    /// Checks every value against its range; the first problem found is
+    /// returned.
     pub fn validate(&self) -> Result<(), OptionsError> {
         validate_name(&self.name)?;
         validate_interval(self.interval)?;
         validate_gap(self.gap)?;
         validate_prefix(&self.prefix)?;
-        if let Some(budget) = self.drain_budget {
-            let max = self.lease_span();
-            if budget >= max {
+        let Counting::Ranked(ranked) = &self.counting else {
+            return Ok(());
+        };
+        if let Some(budget) = ranked.drain_budget {
+            let max = self.max_drain_budget();
+            if budget > max {
                 return Err(OptionsError::DrainBudgetTooLong { budget, max });
             }
         }
-        if self.graceful_leave && self.mode == Mode::Arrival {
-            return Err(OptionsError::GracefulLeaveNeedsRanked);
-        }
-        if self.handover == HandoverMode::Incremental {
-            if self.mode == Mode::Arrival {
-                return Err(OptionsError::IncrementalNeedsRanked);
-            }
-            if self.mapping != Mapping::Consistent {
-                return Err(OptionsError::IncrementalNeedsConsistent);
-            }
-        }
-        if let Some(spread) = self.spread {
+        if let Some(spread) = ranked.spread {
             let max = self.max_spread();
-            // `!(a <= x && x <= b)` also rejects NaN.
-            if !(0.0 <= spread && spread <= max) {
+            // `!(a <= x && x <= b)` also rejects NaN; the tolerance lets a
+            // decimal such as 0.45 through where the bound is computed as
+            // 0.44999999999999996.
+            if !(0.0 <= spread && spread <= max + 1e-9) {
                 return Err(OptionsError::SpreadOutOfRange { spread, max });
             }
         }
@@ -521,34 +636,18 @@ pub enum OptionsError {
     /// A counting mode name that is neither `ranked` nor `arrival`.
     #[error("unknown counting mode {0:?}; use \"ranked\" or \"arrival\"")]
     UnknownMode(String),
-    /// The drain budget is not shorter than the longest lease, `2L - G`.
+    /// The drain budget is longer than the interval.
     #[error(
-        "the drain budget is {budget:?}; it must be shorter than the longest lease, 2L - G = {max:?} (default: the gap G)"
+        "the drain budget is {budget:?}; it must be at most the interval, {max:?} (default: the gap G), or no lease would ever be granted ahead of its drain end"
     )]
     DrainBudgetTooLong {
         /// The budget given.
         budget: Duration,
-        /// The longest lease, `2L - G` (exclusive bound).
+        /// The longest accepted, the interval `L`.
         max: Duration,
     },
-    /// Graceful leave was asked for in `Arrival` mode, whose `INCR` counts
-    /// cannot take a worker out.
-    #[error("graceful leave needs the ranked mode: an arrival count cannot take a worker out")]
-    GracefulLeaveNeedsRanked,
-    /// Incremental handover was asked for in `Arrival` mode, which stays
-    /// exactly the original.
-    #[error(
-        "incremental handover needs the ranked mode: the arrival mode stays exactly the original"
-    )]
-    IncrementalNeedsRanked,
-    /// Incremental handover was asked for with the modulo mapping, under
-    /// which a worker keeps only about `1/(n+1)` of its tasks through a change.
-    #[error(
-        "incremental handover needs the consistent mapping: under modulo a worker keeps only about 1/(n+1) of its tasks through a change"
-    )]
-    IncrementalNeedsConsistent,
-    /// A handover name that is neither `whole` nor `incremental`.
-    #[error("unknown handover mode {0:?}; use \"whole\" or \"incremental\"")]
+    /// A handover name that is neither `task-sets` nor `whole-pairs`.
+    #[error("unknown handover {0:?}; use \"task-sets\" or \"whole-pairs\"")]
     UnknownHandover(String),
     /// A mapping name that is neither `modulo` nor `consistent`.
     #[error("unknown task mapping {0:?}; use \"modulo\" or \"consistent\"")]
@@ -568,12 +667,36 @@ mod tests {
     }
 
     #[test]
-    fn defaults_are_valid() {
+    fn the_defaults_are_ranked_task_sets_with_graceful_leave() {
         let o = base();
         assert_eq!(o.gap, DEFAULT_GAP);
-        assert_eq!(o.mode, Mode::Ranked);
+        assert_eq!(o.mode(), Mode::Ranked);
+        assert_eq!(o.handover(), Handover::TaskSets);
+        assert_eq!(o.mapping(), Mapping::Consistent);
+        assert!(o.graceful_leave());
         assert_eq!(o.prefix, "");
         assert_eq!(o.validate(), Ok(()));
+        let sql = base().with_handover(Handover::WholePairs);
+        assert_eq!(sql.mapping(), Mapping::Modulo);
+        let arrival = base().with_counting(Counting::Arrival);
+        assert_eq!(
+            (
+                arrival.mapping(),
+                arrival.handover(),
+                arrival.graceful_leave()
+            ),
+            (Mapping::Modulo, Handover::WholePairs, false)
+        );
+        assert_eq!(arrival.effective_drain_budget(), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_ranked_setting_after_arrival_switches_to_ranked() {
+        let o = base()
+            .with_counting(Counting::Arrival)
+            .with_drain_budget(Duration::from_millis(10));
+        assert_eq!(o.mode(), Mode::Ranked);
+        assert_eq!(o.effective_drain_budget(), Duration::from_millis(10));
     }
 
     #[test]
@@ -656,40 +779,36 @@ mod tests {
     }
 
     #[test]
-    fn the_drain_budget_defaults_to_the_gap_and_is_bounded_by_the_longest_lease() {
+    fn the_drain_budget_defaults_to_the_gap_and_is_at_most_the_interval() {
         let o = base();
-        assert_eq!(o.drain_budget, None);
         assert_eq!(o.effective_drain_budget(), Duration::from_millis(45));
         assert_eq!(o.lease_span(), Duration::from_millis(555));
-        for ok in [0, 1, 45, 554] {
+        for ok in [0, 1, 45, 300] {
             let o = base().with_drain_budget(Duration::from_millis(ok));
             assert_eq!(o.validate(), Ok(()), "{ok} ms");
             assert_eq!(o.effective_drain_budget(), Duration::from_millis(ok));
         }
-        for bad in [555, 600, 10_000] {
+        for bad in [301, 555, 10_000] {
             assert_eq!(
                 err(base().with_drain_budget(Duration::from_millis(bad))),
                 OptionsError::DrainBudgetTooLong {
                     budget: Duration::from_millis(bad),
-                    max: Duration::from_millis(555)
+                    max: Duration::from_millis(300)
                 }
             );
         }
     }
 
     #[test]
-    fn graceful_leave_is_ranked_only() {
-        assert!(!base().graceful_leave);
-        assert_eq!(base().with_graceful_leave(true).validate(), Ok(()));
-        assert_eq!(
-            err(base().with_graceful_leave(true).with_mode(Mode::Arrival)),
-            OptionsError::GracefulLeaveNeedsRanked
-        );
-        assert_eq!(base().with_mode(Mode::Arrival).validate(), Ok(()));
+    fn the_widest_spread_is_accepted_as_written() {
+        let o = base();
+        assert!(o.clone().with_spread(0.45).validate().is_ok());
+        assert!(o.clone().with_spread(o.max_spread()).validate().is_ok());
+        assert!(o.with_spread(0.451).validate().is_err());
     }
 
     #[test]
-    fn modes_parse_and_print() {
+    fn names_parse_and_print() {
         assert_eq!("ranked".parse::<Mode>(), Ok(Mode::Ranked));
         assert_eq!("arrival".parse::<Mode>(), Ok(Mode::Arrival));
         assert_eq!(
@@ -697,6 +816,10 @@ mod tests {
             Err(OptionsError::UnknownMode("fifo".into()))
         );
         assert_eq!(Mode::Arrival.to_string(), "arrival");
+        for h in [Handover::TaskSets, Handover::WholePairs] {
+            assert_eq!(h.as_str().parse::<Handover>(), Ok(h));
+        }
+        assert!("incremental".parse::<Handover>().is_err());
     }
 
     #[test]

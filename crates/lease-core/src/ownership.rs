@@ -1,6 +1,6 @@
 //! Ownership: which worker of a group owns which task, id, key or bucket.
 //!
-//! A worker holding the lease on [`Slot`] `(i, n)` is "worker `i` of `n`".
+//! A worker holding the lease on [`Pair`] `(i, n)` is "worker `i` of `n`".
 //! Work is split between the `n` workers by a [`Mapping`]:
 //!
 //! * [`Mapping::Modulo`]: `id % n == i`. Perfectly balanced for dense ids, but
@@ -14,10 +14,10 @@
 //! The minimal-movement guarantee of the consistent mapping only holds for
 //! changes **at the tail** of the index range. This matches how indices are
 //! allocated: a newcomer joins at the tail (index `n`) and settled workers keep
-//! their indices. When a worker with index `j < n - 1` departs, the indices
-//! above `j` shift down by one, so every worker above `j` takes over the ids of
-//! its new index; under either mapping that moves a large share of ids (see
-//! [`moved_fraction`] and [`handover`] to quantify it).
+//! their indices. When a worker with index `j < n - 1` departs, the last
+//! worker fills its hole (rule 15 of docs/protocol.md), so only the departed
+//! worker's ids and the last worker's move (see [`moved_fraction`] and
+//! [`bucket_moves`] to quantify a change).
 //!
 //! Everything here is pure, allocation-light and platform-independent: all
 //! hashes use fixed-width wrapping integer arithmetic only (no floating point,
@@ -33,14 +33,14 @@
 //! # Example
 //!
 //! ```
-//! use lease_core::ownership::{Mapping, Slot};
+//! use lease_core::ownership::{Mapping, Pair};
 //!
-//! let me = Slot::new(1, 4).unwrap();
+//! let me = Pair::new(1, 4).unwrap();
 //! assert!(me.owns_modulo(5)); // 5 % 4 == 1
 //! assert!(!me.is_leader());
 //!
 //! // Exactly one worker of the group owns any given id or key.
-//! let group: Vec<Slot> = (0..4).map(|i| Slot::new(i, 4).unwrap()).collect();
+//! let group: Vec<Pair> = (0..4).map(|i| Pair::new(i, 4).unwrap()).collect();
 //! for id in 0..100u64 {
 //!     assert_eq!(group.iter().filter(|s| s.owns_id(id)).count(), 1);
 //!     assert_eq!(group.iter().filter(|s| s.owns(Mapping::Modulo, id)).count(), 1);
@@ -76,7 +76,7 @@ const SPLITMIX_GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
 ///
 /// This function is total and never panics: `buckets == 0` has no valid
 /// answer and is treated like `buckets == 1`, returning `0`. Callers that
-/// hold a [`Slot`] never hit this case because a slot guarantees `n >= 1`.
+/// hold a [`Pair`] never hit this case because a pair guarantees `n >= 1`.
 ///
 /// # Compatibility
 ///
@@ -138,7 +138,7 @@ pub fn jump_hash(key: u64, buckets: u32) -> u32 {
 ///
 /// It is a bijection on `u64` with good avalanche, so it turns dense
 /// sequential ids (`0, 1, 2, ...`) into well-spread jump hash keys. This is
-/// the id mixing used by [`Mapping::Consistent`] and [`Slot::owns_id`].
+/// the id mixing used by [`Mapping::Consistent`] and [`Pair::owns_id`].
 /// Its output is a stability contract and never changes.
 ///
 /// # Examples
@@ -309,37 +309,37 @@ fn modulo(x: u64, n: u32) -> u32 {
 
 /// A worker's position in its group: worker `i` of `n`, with `i < n`.
 ///
-/// The invariant `n > 0 && i < n` is enforced by [`Slot::new`]; the fields are
-/// read through [`Slot::i`] and [`Slot::n`]. Ordering is by `i`, then `n`.
+/// The invariant `n > 0 && i < n` is enforced by [`Pair::new`]; the fields are
+/// read through [`Pair::i`] and [`Pair::n`]. Ordering is by `i`, then `n`.
 ///
 /// # Examples
 ///
 /// ```
-/// use lease_core::ownership::Slot;
+/// use lease_core::ownership::Pair;
 ///
-/// let s = Slot::new(2, 5).unwrap();
+/// let s = Pair::new(2, 5).unwrap();
 /// assert_eq!((s.i(), s.n()), (2, 5));
 /// assert_eq!(s.to_string(), "2/5");
-/// assert!(Slot::new(5, 5).is_none());
+/// assert!(Pair::new(5, 5).is_none());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Slot {
+pub struct Pair {
     i: u32,
     n: u32,
 }
 
-impl Slot {
-    /// Creates slot `i` of `n`; `None` unless `n > 0` and `i < n`.
+impl Pair {
+    /// Creates pair `i` of `n`; `None` unless `n > 0` and `i < n`.
     ///
     /// # Examples
     ///
     /// ```
-    /// use lease_core::ownership::Slot;
+    /// use lease_core::ownership::Pair;
     ///
-    /// assert!(Slot::new(0, 1).is_some());
-    /// assert!(Slot::new(3, 4).is_some());
-    /// assert!(Slot::new(4, 4).is_none());
-    /// assert!(Slot::new(0, 0).is_none());
+    /// assert!(Pair::new(0, 1).is_some());
+    /// assert!(Pair::new(3, 4).is_some());
+    /// assert!(Pair::new(4, 4).is_none());
+    /// assert!(Pair::new(0, 0).is_none());
     /// ```
     #[must_use]
     pub const fn new(i: u32, n: u32) -> Option<Self> {
@@ -355,8 +355,8 @@ impl Slot {
     /// # Examples
     ///
     /// ```
-    /// # use lease_core::ownership::Slot;
-    /// assert_eq!(Slot::new(1, 3).unwrap().i(), 1);
+    /// # use lease_core::ownership::Pair;
+    /// assert_eq!(Pair::new(1, 3).unwrap().i(), 1);
     /// ```
     #[must_use]
     pub const fn i(self) -> u32 {
@@ -368,8 +368,8 @@ impl Slot {
     /// # Examples
     ///
     /// ```
-    /// # use lease_core::ownership::Slot;
-    /// assert_eq!(Slot::new(1, 3).unwrap().n(), 3);
+    /// # use lease_core::ownership::Pair;
+    /// assert_eq!(Pair::new(1, 3).unwrap().n(), 3);
     /// ```
     #[must_use]
     pub const fn n(self) -> u32 {
@@ -382,9 +382,9 @@ impl Slot {
     /// # Examples
     ///
     /// ```
-    /// # use lease_core::ownership::Slot;
-    /// assert!(Slot::new(0, 3).unwrap().is_leader());
-    /// assert!(!Slot::new(2, 3).unwrap().is_leader());
+    /// # use lease_core::ownership::Pair;
+    /// assert!(Pair::new(0, 3).unwrap().is_leader());
+    /// assert!(!Pair::new(2, 3).unwrap().is_leader());
     /// ```
     #[must_use]
     pub const fn is_leader(self) -> bool {
@@ -397,8 +397,8 @@ impl Slot {
     /// # Examples
     ///
     /// ```
-    /// # use lease_core::ownership::Slot;
-    /// let s = Slot::new(1, 3).unwrap();
+    /// # use lease_core::ownership::Pair;
+    /// let s = Pair::new(1, 3).unwrap();
     /// assert!(s.owns_modulo(4));
     /// assert!(!s.owns_modulo(5));
     /// ```
@@ -414,9 +414,9 @@ impl Slot {
     /// # Examples
     ///
     /// ```
-    /// use lease_core::ownership::{id_hash, jump_hash, Slot};
+    /// use lease_core::ownership::{id_hash, jump_hash, Pair};
     ///
-    /// let s = Slot::new(2, 4).unwrap();
+    /// let s = Pair::new(2, 4).unwrap();
     /// for id in 0..50u64 {
     ///     assert_eq!(s.owns_id(id), jump_hash(id_hash(id), 4) == 2);
     /// }
@@ -432,9 +432,9 @@ impl Slot {
     /// # Examples
     ///
     /// ```
-    /// use lease_core::ownership::{jump_hash, key_hash, Slot};
+    /// use lease_core::ownership::{jump_hash, key_hash, Pair};
     ///
-    /// let s = Slot::new(0, 3).unwrap();
+    /// let s = Pair::new(0, 3).unwrap();
     /// assert_eq!(s.owns_key(b"order:9"), jump_hash(key_hash(b"order:9"), 3) == 0);
     /// ```
     #[must_use]
@@ -448,9 +448,9 @@ impl Slot {
     /// # Examples
     ///
     /// ```
-    /// use lease_core::ownership::{Mapping, Slot};
+    /// use lease_core::ownership::{Mapping, Pair};
     ///
-    /// let s = Slot::new(1, 4).unwrap();
+    /// let s = Pair::new(1, 4).unwrap();
     /// assert_eq!(s.owns(Mapping::Modulo, 9), s.owns_modulo(9));
     /// assert_eq!(s.owns(Mapping::Consistent, 9), s.owns_id(9));
     /// ```
@@ -460,36 +460,36 @@ impl Slot {
     }
 }
 
-impl fmt::Display for Slot {
+impl fmt::Display for Pair {
     /// Formats as `i/n`, e.g. `2/5`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.i, self.n)
     }
 }
 
-/// The change in a worker's bucket set between two slots; see [`handover`].
+/// The change in a worker's bucket set between two pairs; see [`bucket_moves`].
 ///
 /// Each list is sorted ascending and the three lists are disjoint.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Handover {
-    /// Buckets owned under the new slot but not the old one: start serving.
+pub struct BucketMoves {
+    /// Buckets owned under the new pair but not the old one: start serving.
     pub granted: Vec<u32>,
-    /// Buckets owned under the old slot but not the new one: stop serving.
+    /// Buckets owned under the old pair but not the new one: stop serving.
     pub released: Vec<u32>,
-    /// Buckets owned under both slots: keep serving without interruption.
+    /// Buckets owned under both pairs: keep serving without interruption.
     pub kept: Vec<u32>,
 }
 
-impl Handover {
+impl BucketMoves {
     /// Whether ownership is unchanged (nothing granted, nothing released).
     ///
     /// # Examples
     ///
     /// ```
-    /// use lease_core::ownership::{handover, Mapping, Slot};
+    /// use lease_core::ownership::{bucket_moves, Mapping, Pair};
     ///
-    /// let s = Slot::new(0, 2);
-    /// assert!(handover(s, s, 16, Mapping::Consistent).is_unchanged());
+    /// let s = Pair::new(0, 2);
+    /// assert!(bucket_moves(s, s, 16, Mapping::Consistent).is_unchanged());
     /// ```
     #[must_use]
     pub fn is_unchanged(&self) -> bool {
@@ -498,37 +498,42 @@ impl Handover {
 }
 
 /// Computes which of the buckets `0..buckets` this worker gains, loses and
-/// keeps when its slot changes from `from` to `to`.
+/// keeps when its pair changes from `from` to `to`.
 ///
-/// Bucket `b` is owned by slot `s` iff `mapping.owner(b as u64, s.n()) ==
-/// s.i()`. `None` means "holding no slot" (before the first lease or after
+/// Bucket `b` is owned by pair `s` iff `mapping.owner(b as u64, s.n()) ==
+/// s.i()`. `None` means "holding no pair" (before the first lease or after
 /// losing it) and owns nothing. Runs in `O(buckets)` time (times `O(log n)`
 /// for [`Mapping::Consistent`]) and allocates only the result.
 ///
 /// # Examples
 ///
 /// ```
-/// use lease_core::ownership::{handover, Mapping, Slot};
+/// use lease_core::ownership::{bucket_moves, Mapping, Pair};
 ///
 /// // Joining: everything owned is granted.
-/// let h = handover(None, Slot::new(1, 2), 6, Mapping::Modulo);
+/// let h = bucket_moves(None, Pair::new(1, 2), 6, Mapping::Modulo);
 /// assert_eq!(h.granted, vec![1, 3, 5]);
 /// assert!(h.released.is_empty() && h.kept.is_empty());
 ///
 /// // A newcomer joins at the tail (index 4): worker 1 only releases buckets
 /// // (to the newcomer) and is granted none.
-/// let h = handover(Slot::new(1, 4), Slot::new(1, 5), 1024, Mapping::Consistent);
+/// let h = bucket_moves(Pair::new(1, 4), Pair::new(1, 5), 1024, Mapping::Consistent);
 /// assert!(h.granted.is_empty());
 /// assert!(h.released.iter().all(|&b| Mapping::Consistent.owner(b.into(), 5) == 4));
 ///
 /// // Leaving: everything is released.
-/// let h = handover(Slot::new(0, 2), None, 4, Mapping::Modulo);
+/// let h = bucket_moves(Pair::new(0, 2), None, 4, Mapping::Modulo);
 /// assert_eq!(h.released, vec![0, 2]);
 /// ```
 #[must_use]
-pub fn handover(from: Option<Slot>, to: Option<Slot>, buckets: u32, mapping: Mapping) -> Handover {
-    let owned = |slot: Option<Slot>, b: u32| slot.is_some_and(|s| s.owns(mapping, u64::from(b)));
-    let mut out = Handover::default();
+pub fn bucket_moves(
+    from: Option<Pair>,
+    to: Option<Pair>,
+    buckets: u32,
+    mapping: Mapping,
+) -> BucketMoves {
+    let owned = |pair: Option<Pair>, b: u32| pair.is_some_and(|s| s.owns(mapping, u64::from(b)));
+    let mut out = BucketMoves::default();
     for b in 0..buckets {
         match (owned(from, b), owned(to, b)) {
             (false, true) => out.granted.push(b),
@@ -779,9 +784,9 @@ mod tests {
 
     #[test]
     fn handover_tail_join_releases_only_to_newcomer() {
-        let from = Slot::new(1, 4);
-        let to = Slot::new(1, 5);
-        let h = handover(from, to, 4096, Mapping::Consistent);
+        let from = Pair::new(1, 4);
+        let to = Pair::new(1, 5);
+        let h = bucket_moves(from, to, 4096, Mapping::Consistent);
         assert!(h.granted.is_empty());
         assert!(!h.released.is_empty());
         for &b in &h.released {
@@ -794,7 +799,10 @@ mod tests {
         // Released + kept is exactly what 1/4 owned.
         let mut all: Vec<u32> = h.released.iter().chain(&h.kept).copied().collect();
         all.sort_unstable();
-        assert_eq!(all, handover(None, from, 4096, Mapping::Consistent).granted);
+        assert_eq!(
+            all,
+            bucket_moves(None, from, 4096, Mapping::Consistent).granted
+        );
     }
 
     #[test]
@@ -802,22 +810,22 @@ mod tests {
         for mapping in [Mapping::Modulo, Mapping::Consistent] {
             for n in 1..=8 {
                 for i in 0..n {
-                    let s = Slot::new(i, n).unwrap();
-                    let h = handover(None, Some(s), 500, mapping);
+                    let s = Pair::new(i, n).unwrap();
+                    let h = bucket_moves(None, Some(s), 500, mapping);
                     let owned: Vec<u32> = (0..500).filter(|&b| s.owns(mapping, b.into())).collect();
                     assert_eq!(h.granted, owned);
                     assert!(h.released.is_empty() && h.kept.is_empty());
-                    let back = handover(Some(s), None, 500, mapping);
+                    let back = bucket_moves(Some(s), None, 500, mapping);
                     assert_eq!(back.released, owned);
                     assert!(back.granted.is_empty() && back.kept.is_empty());
                 }
             }
         }
         assert_eq!(
-            handover(None, None, 100, Mapping::Modulo),
-            Handover::default()
+            bucket_moves(None, None, 100, Mapping::Modulo),
+            BucketMoves::default()
         );
-        assert!(handover(None, Slot::new(0, 1), 0, Mapping::Consistent).is_unchanged());
+        assert!(bucket_moves(None, Pair::new(0, 1), 0, Mapping::Consistent).is_unchanged());
     }
 
     #[test]
@@ -826,7 +834,7 @@ mod tests {
             let n = 7;
             let mut seen = vec![0_u8; 1000];
             for i in 0..n {
-                for b in handover(None, Slot::new(i, n), 1000, mapping).granted {
+                for b in bucket_moves(None, Pair::new(i, n), 1000, mapping).granted {
                     seen[b as usize] += 1;
                 }
             }
@@ -836,26 +844,26 @@ mod tests {
 
     #[test]
     fn leader() {
-        assert!(Slot::new(0, 1).unwrap().is_leader());
-        assert!(Slot::new(0, 9).unwrap().is_leader());
-        assert!(!Slot::new(1, 9).unwrap().is_leader());
-        assert!(!Slot::new(8, 9).unwrap().is_leader());
+        assert!(Pair::new(0, 1).unwrap().is_leader());
+        assert!(Pair::new(0, 9).unwrap().is_leader());
+        assert!(!Pair::new(1, 9).unwrap().is_leader());
+        assert!(!Pair::new(8, 9).unwrap().is_leader());
     }
 
     #[test]
     fn slot_new_validates() {
-        assert_eq!(Slot::new(0, 0), None);
-        assert_eq!(Slot::new(1, 0), None);
-        assert_eq!(Slot::new(1, 1), None);
-        assert_eq!(Slot::new(5, 3), None);
-        assert_eq!(Slot::new(u32::MAX, u32::MAX), None);
-        let s = Slot::new(u32::MAX - 1, u32::MAX).unwrap();
+        assert_eq!(Pair::new(0, 0), None);
+        assert_eq!(Pair::new(1, 0), None);
+        assert_eq!(Pair::new(1, 1), None);
+        assert_eq!(Pair::new(5, 3), None);
+        assert_eq!(Pair::new(u32::MAX, u32::MAX), None);
+        let s = Pair::new(u32::MAX - 1, u32::MAX).unwrap();
         assert_eq!((s.i(), s.n()), (u32::MAX - 1, u32::MAX));
     }
 
     #[test]
     fn slot_ownership_methods_agree() {
-        let s = Slot::new(2, 5).unwrap();
+        let s = Pair::new(2, 5).unwrap();
         for id in 0..1000_u64 {
             assert_eq!(s.owns_modulo(id), id % 5 == 2);
             assert_eq!(s.owns_modulo(id), s.owns(Mapping::Modulo, id));

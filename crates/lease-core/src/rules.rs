@@ -42,15 +42,19 @@ pub(crate) const fn version_of(mode: Mode) -> u32 {
 ///
 /// ```
 /// use std::time::Duration;
-/// use lease_core::{GroupRules, Mode, Options};
-/// use lease_core::ownership::Mapping;
+/// use lease_core::{GroupRules, Handover, Options};
 ///
-/// let rules = GroupRules::of(&Options::new("g", Duration::from_secs(2)));
-/// assert_eq!(rules.encode(), "2:2000:ranked:modulo");
-/// assert_eq!(GroupRules::decode("2:2000:ranked:modulo"), Some(rules));
-/// // Ranked revision 1 (positions carried as fractions, no hole filling):
+/// let options: Options = Options::new("g", Duration::from_secs(2));
+/// let rules = GroupRules::of(&options);
+/// assert_eq!(rules.encode(), "2:2000:ranked:consistent");
+/// assert_eq!(GroupRules::decode("2:2000:ranked:consistent"), Some(rules));
+/// // Whole pairs split by modulo: another mapping, another rule.
+/// let sql = GroupRules::of(&options.with_handover(Handover::WholePairs));
+/// assert_eq!(sql.encode(), "2:2000:ranked:modulo");
+/// // A Ranked record of another version (1: positions carried as
+/// // fractions, without hole filling) is not one this version reads.
 /// assert_eq!(GroupRules::decode("1:2000:ranked:modulo"), None);
-/// assert_eq!(rules.to_string(), "interval 2000 ms, mode ranked, mapping modulo");
+/// assert_eq!(sql.to_string(), "interval 2000 ms, mode ranked, mapping modulo");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GroupRules {
@@ -64,11 +68,11 @@ pub struct GroupRules {
 
 impl GroupRules {
     /// The rules a worker with `options` follows.
-    pub fn of(options: &crate::Options) -> Self {
+    pub fn of<C>(options: &crate::Options<C>) -> Self {
         Self {
             interval_ms: u64::try_from(options.interval.as_millis()).unwrap_or(u64::MAX),
-            mode: options.mode,
-            mapping: options.mapping,
+            mode: options.mode(),
+            mapping: options.mapping(),
         }
     }
 

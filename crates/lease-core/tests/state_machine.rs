@@ -3,9 +3,24 @@
 
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "negative-controls")]
+use lease_core::NegativeControl;
 use lease_core::{
-    Assignment, Event, Idle, IdleReason, Lease, Mode, Options, RequestId, Token, Worker,
+    Assignment, Counting, Event, Handover, Identity, Idle, IdleReason, Lease, Mode, Options,
+    RequestId, Worker,
 };
+
+/// The options these tests were written for: whole pairs, cancel without
+/// leave (the graceful-leave tests turn it on), in `mode`.
+fn opts(mode: Mode) -> Options {
+    let o = Options::new("g", Duration::from_millis(L_MS));
+    match mode {
+        Mode::Ranked => o
+            .with_handover(Handover::WholePairs)
+            .with_graceful_leave(false),
+        Mode::Arrival => o.with_counting(Counting::Arrival),
+    }
+}
 
 fn held(e: &Event) -> Option<&Lease> {
     match e {
@@ -49,10 +64,10 @@ struct Sent {
 impl Harness {
     fn new(mode: Mode) -> Self {
         let t0 = Instant::now();
-        let options = Options::new("g", Duration::from_millis(L_MS)).with_mode(mode);
+        let options = opts(mode);
         let w = Worker::new(
             &options,
-            Token::from_bits_same_worker_if_reused(1 << 100),
+            Identity::from_bits_same_worker_if_reused(1 << 100),
             t0,
         )
         .unwrap();
@@ -155,7 +170,10 @@ fn a_lone_worker_owns_0_of_1_after_two_agreeing_intervals() {
     let [Some(lease)] = events.iter().map(held).collect::<Vec<_>>()[..] else {
         panic!("expected one grant, got {events:?}");
     };
-    assert_eq!((lease.i(), lease.n(), lease.token()), (0, 1, K + 2));
+    assert_eq!(
+        (lease.pair().map(|p| (p.i(), p.n())), lease.token()),
+        (Some((0, 1)), K + 2)
+    );
     assert!(lease.is_leader());
     // Rule 6, Ranked: D = (k+2)L from the send, shortened by the drift margin.
     let server_at_exec = h.server_us(third.at + Duration::from_millis(1));
@@ -312,8 +330,8 @@ fn server_clock_jump_beyond_the_gap_stands_down() {
 #[test]
 fn reply_with_a_server_time_near_i64_max_is_rejected_without_panic() {
     let t0 = Instant::now();
-    let options = Options::new("fuzz", Duration::from_millis(141));
-    let mut w = Worker::new(&options, Token::from_bits_same_worker_if_reused(0), t0).unwrap();
+    let options: Options = Options::new("fuzz", Duration::from_millis(141));
+    let mut w = Worker::new(&options, Identity::from_bits_same_worker_if_reused(0), t0).unwrap();
     w.handle_timeout(t0);
     let id = w.poll_transmit().unwrap().id;
     // Server time i64::MAX us = 9223372036854 s + 775807 us; interval 141 ms.
@@ -349,8 +367,12 @@ fn ranked_worker_never_goes_silent_after_a_wrong_interval_answer() {
     };
     let t0 = Instant::now();
     let at = |ms: u64| t0 + Duration::from_millis(ms);
-    let options = Options::new("g", Duration::from_secs(1));
-    let mut w = Worker::new(&options, Token::from_bits_same_worker_if_reused(0), t0).unwrap();
+    let options = opts(Mode::Ranked).with_graceful_leave(false);
+    let options = Options {
+        interval: Duration::from_secs(1),
+        ..options
+    };
+    let mut w = Worker::new(&options, Identity::from_bits_same_worker_if_reused(0), t0).unwrap();
     w.handle_timeout(at(0));
     let probe = w.poll_transmit().unwrap().id;
     // Slow requests (360 ms up, 40 ms down) put the skew estimate 160 ms ahead.
@@ -590,10 +612,10 @@ fn arrival_still_releases_at_the_disagreeing_reply() {
 #[test]
 fn a_zero_drain_budget_keeps_the_lease_to_its_deadline() {
     let mut h = Harness::new(Mode::Ranked);
-    let options = Options::new("g", Duration::from_millis(L_MS)).with_drain_budget(Duration::ZERO);
+    let options = opts(Mode::Ranked).with_drain_budget(Duration::ZERO);
     h.w = Worker::new(
         &options,
-        Token::from_bits_same_worker_if_reused(1 << 100),
+        Identity::from_bits_same_worker_if_reused(1 << 100),
         h.t0,
     )
     .unwrap();
@@ -619,10 +641,10 @@ fn a_zero_drain_budget_keeps_the_lease_to_its_deadline() {
 /// A settled lone worker with graceful leave on, lease from K+2.
 fn settled_leaver() -> (Harness, Lease) {
     let mut h = Harness::new(Mode::Ranked);
-    let options = Options::new("g", Duration::from_millis(L_MS)).with_graceful_leave(true);
+    let options = opts(Mode::Ranked).with_graceful_leave(true);
     h.w = Worker::new(
         &options,
-        Token::from_bits_same_worker_if_reused(1 << 100),
+        Identity::from_bits_same_worker_if_reused(1 << 100),
         h.t0,
     )
     .unwrap();
@@ -651,7 +673,7 @@ fn graceful_leave_removes_the_token_and_serves_the_lease_to_its_drain_end() {
     assert!(h.w.is_leaving() && !h.w.is_stopped());
     assert!(lease.is_valid_at(h.at(cancel)));
     let c = (h.server_us(cancel) / 1000) as u64 / L_MS;
-    let token = h.w.token().to_string();
+    let token = h.w.identity().to_string();
     let t = h.w.poll_transmit().expect("the leave request");
     assert!(t.script.is_leave());
     assert_eq!(
@@ -728,10 +750,10 @@ fn a_leave_answered_wrong_interval_is_retried_once() {
 #[test]
 fn a_leaver_without_a_lease_stops_once_the_leave_is_answered() {
     let mut h = Harness::new(Mode::Ranked);
-    let options = Options::new("g", Duration::from_millis(L_MS)).with_graceful_leave(true);
+    let options = opts(Mode::Ranked).with_graceful_leave(true);
     h.w = Worker::new(
         &options,
-        Token::from_bits_same_worker_if_reused(1 << 100),
+        Identity::from_bits_same_worker_if_reused(1 << 100),
         h.t0,
     )
     .unwrap();
@@ -757,7 +779,7 @@ fn settled_with(options: &Options) -> (Harness, Lease) {
     let mut h = Harness::new(Mode::Ranked);
     h.w = Worker::new(
         options,
-        Token::from_bits_same_worker_if_reused(1 << 100),
+        Identity::from_bits_same_worker_if_reused(1 << 100),
         h.t0,
     )
     .unwrap();
@@ -778,7 +800,7 @@ fn settled_with(options: &Options) -> (Harness, Lease) {
 #[test]
 fn a_reply_executed_before_the_gap_renews_nothing_and_the_worker_registers_again() {
     let ms = Duration::from_millis;
-    let (mut h, lease) = settled_with(&Options::new("g", Duration::from_millis(L_MS)));
+    let (mut h, lease) = settled_with(&opts(Mode::Ranked));
     let deadline = lease.deadline();
     let fourth = h.send(None);
     assert_eq!(fourth.k, K + 3);
@@ -791,7 +813,7 @@ fn a_reply_executed_before_the_gap_renews_nothing_and_the_worker_registers_again
     h.deliver(&fourth, exec, fourth.at + ms(2), 0, 1);
     assert!(h.events().is_empty());
     assert_eq!(lease.deadline(), deadline, "an early reply renews nothing");
-    assert_eq!(lease.renewed_in(), K + 2);
+    assert_eq!(lease.parts()[0].renewed_in(), K + 2);
     let again = h.send(None);
     assert_eq!(again.k, K + 3, "it registers again in the same interval");
     let into = h.server_us(again.at) - ((K + 3) * L_MS * 1000) as i64;
@@ -799,24 +821,33 @@ fn a_reply_executed_before_the_gap_renews_nothing_and_the_worker_registers_again
     h.deliver(&again, again.at + ms(1), again.at + ms(2), 0, 1);
     assert!(h.events().is_empty(), "a renewal yields nothing");
     assert!(lease.deadline() > deadline, "renewed by the second reply");
-    assert_eq!(lease.renewed_in(), K + 3);
+    assert_eq!(lease.parts()[0].renewed_in(), K + 3);
+}
+
+/// The test options, with `control` broken if `broken`.
+#[cfg(feature = "negative-controls")]
+fn with_control(broken: bool, control: NegativeControl) -> Options {
+    let o = opts(Mode::Ranked);
+    if broken {
+        o.with_negative_control(control)
+    } else {
+        o
+    }
 }
 
 /// Rule 17 for grants: the agreeing reply that would grant executed early,
 /// so the lease comes only from the registration sent again later in the
 /// same interval. The negative control grants from the early reply.
+#[cfg(feature = "negative-controls")]
 #[test]
 fn an_early_reply_grants_nothing_until_the_second_registration() {
     for sabotage in [false, true] {
         let ms = Duration::from_millis;
         let mut h = Harness::new(Mode::Ranked);
-        let options = Options {
-            sabotage_grant_from_early_registration: sabotage,
-            ..Options::new("g", Duration::from_millis(L_MS))
-        };
+        let options = with_control(sabotage, NegativeControl::GrantFromEarlyRegistration);
         h.w = Worker::new(
             &options,
-            Token::from_bits_same_worker_if_reused(1 << 100),
+            Identity::from_bits_same_worker_if_reused(1 << 100),
             h.t0,
         )
         .unwrap();
@@ -851,14 +882,12 @@ fn an_early_reply_grants_nothing_until_the_second_registration() {
 /// grant. The reply of a registration that executed before a detected jump
 /// and arrives after the stand-down is ignored; without that (the negative
 /// control) it seeds the memory and the next reply grants at once.
+#[cfg(feature = "negative-controls")]
 #[test]
 fn after_a_stand_down_replies_of_earlier_requests_seed_nothing() {
     for sabotage in [false, true] {
         let ms = Duration::from_millis;
-        let options = Options {
-            sabotage_keep_requests_across_stand_down: sabotage,
-            ..Options::new("g", Duration::from_millis(L_MS))
-        };
+        let options = with_control(sabotage, NegativeControl::KeepRequestsAcrossStandDown);
         let (mut h, lease) = settled_with(&options);
         // The shape of the trace in docs/protocol.md (rule 17): K+3's
         // registration is held in the network and executes 0.35 L later;

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 pub(crate) use lease_core::diag::redact_url as redact;
-use lease_core::{HandoverMode, Mode};
+use lease_core::{Handover, Mode};
 use lease_history::checker::TaskCoverage;
 use lease_history::tasks::TaskSet;
 use lease_history::timeline::{self, TimelineOptions};
@@ -234,7 +234,7 @@ fn demo(args: &Args) -> Result<bool, DemoError> {
             name,
             interval,
             mode: args.mode,
-            handover: HandoverMode::Whole,
+            handover: Handover::WholePairs,
             speed: (!fast).then_some(args.speed),
         };
         sim::run(&cfg, &mut view)?
@@ -251,7 +251,7 @@ fn demo(args: &Args) -> Result<bool, DemoError> {
         name: "lease-demo".to_owned(),
         interval,
         mode: args.mode,
-        handover: HandoverMode::Incremental,
+        handover: Handover::TaskSets,
         speed: None,
     };
     let (inc, inc_end) = sim::run(&cfg, &mut View::quiet(interval, length))?;
@@ -410,8 +410,8 @@ mod tests {
             let length = Duration::from_secs(38);
             sim::run(&cfg, &mut View::quiet(cfg.interval, length)).expect("valid options")
         };
-        let (whole, whole_end) = run(HandoverMode::Whole);
-        let (inc, inc_end) = run(HandoverMode::Incremental);
+        let (whole, whole_end) = run(Handover::WholePairs);
+        let (inc, inc_end) = run(Handover::TaskSets);
         let (w, i) = task_coverages(&whole, whole_end, &inc, inc_end);
         assert!(i > w, "incremental {i} against whole pairs {w}");
         assert!(w > 0.5, "{w}");

@@ -86,7 +86,9 @@ impl Workers {
         let number = |id: WorkerId| self.numbers.get(&id).copied().unwrap_or_default();
         match happened {
             Happened::Own { id, lease, at, .. } => {
-                view.own(number(id), lease.i(), lease.n(), lease.token(), since(at));
+                if let Some(p) = lease.pair() {
+                    view.own(number(id), p.i(), p.n(), lease.token(), since(at));
+                }
             }
             Happened::Release {
                 id,
@@ -120,7 +122,12 @@ impl Workers {
 /// Plays the script against a real Redis. Returns the closed history and
 /// its end.
 pub(crate) fn run(cfg: &RealRun, view: &mut View) -> Result<(Vec<Record>, u64), DemoError> {
-    let options = lease_core::Options::new(cfg.name.clone(), cfg.interval).with_mode(cfg.mode);
+    // The live view shows slots: whole pairs under modulo.
+    let options = lease_core::Options::new(cfg.name.clone(), cfg.interval);
+    let options = match cfg.mode {
+        Mode::Ranked => options.with_handover(lease_core::Handover::WholePairs),
+        Mode::Arrival => options.with_counting(lease_core::Counting::Arrival),
+    };
     // Invalid options fail here, before anything starts.
     options.validate()?;
     let mut server = match &cfg.url {

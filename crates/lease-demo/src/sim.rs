@@ -3,8 +3,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use lease_core::ownership::Mapping;
-use lease_core::{Assignment, Event, HandoverMode, Mode, Options, OptionsError};
+use lease_core::{Assignment, Counting, Event, Handover, Mode, Options, OptionsError};
 use lease_history::Record;
 use lease_sim::{Action, Sim, SimConfig, WorkerId};
 
@@ -17,9 +16,9 @@ pub(crate) struct SimRun {
     pub(crate) name: String,
     pub(crate) interval: Duration,
     pub(crate) mode: Mode,
-    /// Whole pairs (the original) or incremental handover (rule 13, under
-    /// the consistent mapping it needs).
-    pub(crate) handover: HandoverMode,
+    /// Whole pairs (shown live, slot by slot) or task sets (the default
+    /// handover, rule 13, under the consistent mapping).
+    pub(crate) handover: Handover,
     /// Virtual seconds per wall-clock second, or `None` for as fast as
     /// possible.
     pub(crate) speed: Option<f64>,
@@ -34,12 +33,11 @@ const FRAME: Duration = Duration::from_millis(50);
 /// history and its end.
 pub(crate) fn run(cfg: &SimRun, view: &mut View) -> Result<(Vec<Record>, u64), OptionsError> {
     let l = cfg.interval;
-    let mut options = Options::new(cfg.name.clone(), l).with_mode(cfg.mode);
-    if cfg.handover == HandoverMode::Incremental {
-        options = options
-            .with_mapping(Mapping::Consistent)
-            .with_handover(HandoverMode::Incremental);
-    }
+    let options = Options::new(cfg.name.clone(), l);
+    let options = match cfg.mode {
+        Mode::Ranked => options.with_handover(cfg.handover),
+        Mode::Arrival => options.with_counting(Counting::Arrival),
+    };
     let mut sim = Sim::new(SimConfig::new(cfg.seed, options))?;
     let tick = l / TICKS_PER_INTERVAL;
     let end = l.mul_f64(length());
@@ -133,11 +131,13 @@ fn show(sim: &mut Sim, view: &mut View, seen: usize) -> usize {
     for o in sim.drain_observed() {
         let w = o.worker.0;
         match o.event {
+            // Only whole pairs are shown live (the task-set companion run
+            // is not).
             Event::Assignment(Assignment::Held(lease)) => {
-                view.own(w, lease.i(), lease.n(), lease.token(), o.at)
+                if let Some(p) = lease.pair() {
+                    view.own(w, p.i(), p.n(), lease.token(), o.at);
+                }
             }
-            // The incremental companion run is not shown live.
-            Event::Assignment(Assignment::Tasks(_)) => {}
             Event::Assignment(Assignment::Idle(idle)) => {
                 if idle.ended.is_some() {
                     let ended_at = ended

@@ -71,19 +71,13 @@ impl Metrics {
 
     pub(crate) fn event(&self, event: &Event) {
         match event {
+            // During a handover a lease has no one pair: index and group
+            // size are the newest pair certified.
             Event::Assignment(Assignment::Held(lease)) => {
                 self.is_owner.set(1.0);
-                self.index.set(f64::from(lease.i()));
-                self.replicas.set(f64::from(lease.n()));
-            }
-            // A task set has no one pair: the gauges say the worker holds
-            // tasks; index and group size stay at the newest pair certified.
-            Event::Assignment(Assignment::Tasks(tasks)) => {
-                self.is_owner.set(1.0);
-                if let Some(newest) = tasks.newest() {
-                    let [i, n, _, _] = newest.part().describe();
-                    self.index.set(f64::from(i));
-                    self.replicas.set(f64::from(n));
+                if let Some(newest) = lease.newest_pair() {
+                    self.index.set(f64::from(newest.i()));
+                    self.replicas.set(f64::from(newest.n()));
                 }
             }
             Event::Assignment(Assignment::Idle(idle)) => {

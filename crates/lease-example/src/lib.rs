@@ -28,9 +28,7 @@ use std::time::Duration;
 use futures_util::{FutureExt as _, Stream, StreamExt as _};
 use lease_history::work::TaskRecorder;
 use lease_redis::redis::aio::ConnectionLike;
-use lease_redis::{
-    Assignment, CancellationToken, GroupOptions, Lease, Options, OptionsError, discover,
-};
+use lease_redis::{Assignment, CancellationToken, Lease, Options, OptionsError, discover};
 
 /// How the worker processes its tasks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,7 +137,10 @@ pub async fn work<S, R>(
             lease = None;
             continue;
         };
-        let token = held.token();
+        // The fencing token of the part that holds this task.
+        let Some(token) = held.token_for(task) else {
+            continue;
+        };
         recorder.start(&name, task, token);
         tokio::time::sleep(config.task_time).await; // the work itself
         let kept = store.commit(task, token).await;
@@ -152,7 +153,13 @@ fn next_owned(lease: &Lease, cursor: &mut u64, tasks: u64) -> Option<u64> {
     for _ in 0..tasks {
         let task = *cursor;
         *cursor = (*cursor + 1) % tasks;
-        if lease.covers(task) {
+        // Only a task whose part still holds: a part can end before the
+        // rest of the lease.
+        if lease
+            .parts()
+            .iter()
+            .any(|p| p.covers(task) && p.is_valid_at(now()))
+        {
             return Some(task);
         }
     }
@@ -174,7 +181,7 @@ pub fn recorder() -> TaskRecorder {
 /// then they are cancelled and drained. Returns the task history.
 pub async fn run_group<C>(
     redis: C,
-    group: GroupOptions,
+    group: Options,
     workers: u32,
     duration: Duration,
 ) -> Result<TaskRecorder, OptionsError>
@@ -186,7 +193,7 @@ where
     let recorder = recorder();
     let mut running = Vec::new();
     for w in 0..workers {
-        let options = Options::from(group.clone()).with_cancel(stop.clone());
+        let options = group.clone().with_cancel(stop.clone());
         let assignments = discover(redis.clone(), options)?;
         running.push(tokio::spawn(work(
             format!("w{w}"),

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use lease_example::run_group;
 use lease_history::work::check_tasks;
-use lease_redis::GroupOptions;
+use lease_redis::Options;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
@@ -29,7 +29,7 @@ async fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
     let redis = lease_redis::redis::Client::open(url)?
         .get_connection_manager()
         .await?;
-    let group = GroupOptions::new("lease-example", Duration::from_millis(500));
+    let group = Options::new("lease-example", Duration::from_millis(500));
     let recorder = run_group(redis, group, 3, Duration::from_secs(seconds)).await?;
     let summary = check_tasks(&recorder.records());
     println!("{summary}");

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use lease_example::{Work, run_group};
 use lease_history::work::check_tasks;
-use lease_redis::GroupOptions;
+use lease_redis::Options;
 use lease_testkit::RedisServer;
 
 #[tokio::test(flavor = "current_thread")]
@@ -17,7 +17,7 @@ async fn three_workers_on_a_real_redis() {
         .get_connection_manager()
         .await
         .unwrap();
-    let group = GroupOptions::new("lease-example", Duration::from_millis(200));
+    let group = Options::new("lease-example", Duration::from_millis(200));
     let recorder = run_group(redis, group, 3, Duration::from_secs(4))
         .await
         .unwrap();

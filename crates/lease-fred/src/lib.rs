@@ -35,8 +35,6 @@
 //!             // Check before each task: the lease may run out while a
 //!             // stalled process was not looking.
 //!             Assignment::Held(lease) => consume(move |task_id| lease.owns(task_id)),
-//!             // Incremental handover (HandoverMode::Incremental): a task set.
-//!             Assignment::Tasks(tasks) => consume(move |task_id| tasks.owns(task_id)),
 //!             Assignment::Idle(idle) => eprintln!("idle: {}", idle.reason),
 //!         }
 //!     }
@@ -161,29 +159,23 @@ use tokio_util::task::AbortOnDropHandle;
 /// fred, re-exported so that one dependency line is enough.
 pub use fred;
 pub use futures_util::StreamExt;
-/// The group's options (name, interval, gap, prefix, mode, mapping), with
-/// their builder methods; [`Options`] adds the cancellation token.
-pub use lease_core::Options as GroupOptions;
-pub use lease_core::ownership::Mapping;
-pub use lease_core::{
-    Assignment, GroupRules, Idle, IdleReason, Lease, Mode, OptionsError, Refusal, Slot, Token,
-};
+pub use lease_driver::ConnectError;
+pub use lease_driver::api::*;
 pub use tokio_util::sync::CancellationToken;
 
-/// Options of one worker: the group's options ([`GroupOptions`]), an
-/// optional [`CancellationToken`], and, for runs that replay, a given
-/// identity.
+/// Options of one worker ([`lease_core::Options`], whose builder methods
+/// and defaults they are), with tokio's [`CancellationToken`] to stand it
+/// down.
 ///
 /// ```
 /// use std::time::Duration;
-/// use lease_fred::{CancellationToken, GroupOptions, Mode, Options};
+/// use lease_fred::{CancellationToken, Options};
 ///
 /// let stop = CancellationToken::new();
-/// let group = GroupOptions::new("mail-sender", Duration::from_secs(5)).with_mode(Mode::Ranked);
-/// let options = Options::from(group).with_cancel(stop.clone());
+/// let options = Options::new("mail-sender", Duration::from_secs(5)).with_cancel(stop.clone());
 /// assert!(options.cancel.is_some());
 /// ```
-pub type Options = lease_driver::Options<CancellationToken>;
+pub type Options = lease_core::Options<CancellationToken>;
 
 /// Starts a worker of the group named in `options` on `client` (already
 /// initialized) and returns its pair stream.
@@ -200,9 +192,11 @@ pub fn discover<C>(client: C, options: Options) -> Result<Discover, OptionsError
 where
     C: LuaInterface + Send + Sync + 'static,
 {
-    let token = options.token_or_random();
+    let identity = options
+        .identity
+        .unwrap_or_else(lease_driver::random_identity);
     let clock = Clock::new(|| tokio::time::Instant::now().into_std());
-    let (driver, stream) = Driver::new(&options.group, token, clock, "fred")?;
+    let (driver, stream) = Driver::new(&options, identity, clock, "fred")?;
     let cancelled = options.cancel.unwrap_or_default().cancelled_owned();
     let sleep_until = |at: Instant| tokio::time::sleep_until(at.into());
     let run = driver.run(Fred(client), sleep_until, cancelled);
@@ -269,6 +263,38 @@ impl<C: LuaInterface + Send + Sync> Connection for Fred<C> {
                 Value::Bytes(bytes) => String::from_utf8(bytes.to_vec()).ok(),
                 _ => None,
             })
+        }
+    }
+}
+
+/// Connects to the Redis at `url`: a fred client that reconnects forever
+/// after a restart, initialized. A server that does not answer within
+/// [`lease_driver::CONNECT_TIMEOUT`], or a URL that is not one, is an error
+/// that names the address (with any password replaced by `***`).
+///
+/// ```no_run
+/// # async fn f() -> Result<(), lease_fred::ConnectError> {
+/// let client = lease_fred::connect("redis://127.0.0.1:6379/").await?;
+/// # drop(client);
+/// # Ok(())
+/// # }
+/// ```
+pub async fn connect(url: &str) -> Result<fred::clients::Client, ConnectError> {
+    use fred::prelude::{ClientLike, Config, ReconnectPolicy};
+    let config = Config::from_url(url).map_err(|e| ConnectError::new(url, e))?;
+    let client = fred::types::Builder::from_config(config)
+        .set_policy(ReconnectPolicy::new_constant(0, 100))
+        .build()
+        .map_err(|e| ConnectError::new(url, e))?;
+    let within = lease_driver::CONNECT_TIMEOUT;
+    // `init` waits for the first connection; with a reconnect policy a
+    // refused connection is retried, so the timeout is what reports it.
+    match tokio::time::timeout(within, client.init()).await {
+        Ok(Ok(_task)) => Ok(client),
+        Ok(Err(e)) => Err(ConnectError::new(url, e)),
+        Err(_) => {
+            let _ = client.quit().await;
+            Err(ConnectError::timed_out(url))
         }
     }
 }

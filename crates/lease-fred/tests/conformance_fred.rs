@@ -62,7 +62,7 @@ impl Adapter for Fred {
         options: lease_core::Options,
         cancel: CancellationToken,
     ) -> Result<LocalBoxStream<'static, Assignment>, OptionsError> {
-        let options = lease_fred::Options::from(options).with_cancel(cancel);
+        let options = options.with_cancel_type().with_cancel(cancel);
         lease_fred::discover(conn.clone(), options).map(StreamExt::boxed_local)
     }
 
@@ -120,7 +120,10 @@ async fn lose_one_reply(mode: Mode) -> (Group<Fred>, Instant, Upstream) {
     let client = client(Config::from_url(&link.url()).expect("url")).await;
     let mut group = Group::<Fred>::default();
     let name = unique_name("resend");
-    let options = lease_core::Options::new(&name, test_interval()).with_mode(mode);
+    let options = lease_core::Options {
+        interval: test_interval(),
+        ..lease_conformance::options(&name, mode)
+    };
     group.add_many(&client, 0, &options, 3);
     group
         .wait("settled", intervals(10.0), |g| g.settled(0))

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lease_redis::{Assignment, CancellationToken, Lease, Options, StreamExt, discover};
+use lease_redis::{Assignment, CancellationToken, Handover, Lease, Options, StreamExt, discover};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
 use tracing_subscriber::EnvFilter;
@@ -38,7 +38,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         on_signal.cancel();
     });
 
-    let options = Options::new("mail-sender", Duration::from_secs(5)).with_cancel(stop);
+    // Mail number `t` goes to `t % n == i`: whole pairs under modulo.
+    let options = Options::new("mail-sender", Duration::from_secs(5))
+        .with_handover(Handover::WholePairs)
+        .with_cancel(stop);
     let mut peers = discover(redis, options)?;
     let mut sender: Option<Sender> = None;
     while let Some(pair) = peers.next().await {
@@ -48,17 +51,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let lease = match pair {
             Assignment::Held(lease) => lease,
-            // This example runs whole pairs (the default handover).
-            Assignment::Tasks(_) => continue,
             Assignment::Idle(idle) => {
                 println!("idle ({}): sending nothing", idle.reason);
                 continue;
             }
         };
+        let Some(pair) = lease.pair() else {
+            continue; // whole pairs: every value is one
+        };
         println!(
             "sending mail {} of every {} (fencing token {})",
-            lease.i(),
-            lease.n(),
+            pair.i(),
+            pair.n(),
             lease.token()
         );
         sender = Some(Sender::start(lease));
@@ -92,7 +96,8 @@ impl Sender {
 /// here is a clock: mail number `t` is due at `t` quarter-seconds since the
 /// epoch, the same for every worker.
 async fn send_mail(lease: Lease, stop: CancellationToken) {
-    let (i, n) = (u64::from(lease.i()), u64::from(lease.n()));
+    let pair = lease.pair().expect("whole pairs");
+    let (i, n) = (u64::from(pair.i()), u64::from(pair.n()));
     let mut ticks = tokio::time::interval(Duration::from_millis(250));
     loop {
         tokio::select! {

@@ -4,30 +4,31 @@
 use std::time::Instant;
 
 use lease_core::{Clock, OptionsError};
-use lease_driver::{Assignments, Driver};
+use lease_driver::{Assignments, CONNECT_TIMEOUT, ConnectError, Driver, random_identity};
 use redis::aio::ConnectionLike;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::RedisRs;
 
-/// Options of one worker: the group's options ([`GroupOptions`](crate::GroupOptions)),
-/// an optional [`CancellationToken`], and, for runs that replay, a given
-/// identity.
+/// Options of one worker ([`lease_core::Options`], whose builder methods
+/// and defaults they are), with tokio's [`CancellationToken`] to stand it
+/// down.
 ///
 /// ```
 /// use std::time::Duration;
-/// use lease_redis::{CancellationToken, GroupOptions, Mode, Options};
+/// use lease_redis::{CancellationToken, Handover, Options};
 ///
 /// let stop = CancellationToken::new();
-/// let group = GroupOptions::new("mail-sender", Duration::from_secs(5))
+/// let options = Options::new("mail-sender", Duration::from_secs(5))
 ///     .with_gap(0.2)
 ///     .with_prefix("prod:")
-///     .with_mode(Mode::Arrival);
-/// let options = Options::from(group).with_cancel(stop.clone());
-/// assert_eq!(options.group.gap, 0.2);
+///     .with_handover(Handover::WholePairs)
+///     .with_cancel(stop.clone());
+/// assert_eq!(options.gap, 0.2);
 /// ```
-pub type Options = lease_driver::Options<CancellationToken>;
+pub type Options = lease_core::Options<CancellationToken>;
 
 /// Starts a worker of the group named in `options` on `connection` and
 /// returns its stream of [`Assignment`](crate::Assignment)s.
@@ -47,9 +48,9 @@ pub fn discover<C>(connection: C, options: Options) -> Result<Discover, OptionsE
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    let token = options.token_or_random();
+    let identity = options.identity.unwrap_or_else(random_identity);
     let clock = Clock::new(|| tokio::time::Instant::now().into_std());
-    let (driver, stream) = Driver::new(&options.group, token, clock, "redis-rs")?;
+    let (driver, stream) = Driver::new(&options, identity, clock, "redis-rs")?;
     let cancelled = options.cancel.unwrap_or_default().cancelled_owned();
     let sleep_until = |at: Instant| tokio::time::sleep_until(at.into());
     let run = driver.run(RedisRs(connection), sleep_until, cancelled);
@@ -63,3 +64,36 @@ where
 /// It ends after cancellation (having yielded the idle value if a lease was
 /// held). Dropping it stops the worker at once.
 pub type Discover = Assignments<AbortOnDropHandle<()>>;
+
+/// Connects to the Redis at `url` with a [`ConnectionManager`], which
+/// reconnects by itself after a restart, and with no response timeout of
+/// its own (the worker times each registration out itself). A server that
+/// does not answer within [`CONNECT_TIMEOUT`], or a URL that is not one, is
+/// an error that names the address (with any password replaced by `***`).
+///
+/// ```no_run
+/// # async fn f() -> Result<(), lease_redis::ConnectError> {
+/// let redis = lease_redis::connect("redis://127.0.0.1:6379/").await?;
+/// # drop(redis);
+/// # Ok(())
+/// # }
+/// ```
+pub async fn connect(url: &str) -> Result<ConnectionManager, ConnectError> {
+    let client = redis::Client::open(url).map_err(|e| ConnectError::new(url, e))?;
+    let config = ConnectionManagerConfig::new()
+        .set_response_timeout(None)
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+        // A refused first connection is reported with its reason, not retried
+        // for long; later reconnects retry again at every request.
+        .set_number_of_retries(2);
+    match tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        ConnectionManager::new_with_config(client, config),
+    )
+    .await
+    {
+        Ok(Ok(manager)) => Ok(manager),
+        Ok(Err(e)) => Err(ConnectError::new(url, e)),
+        Err(_) => Err(ConnectError::timed_out(url)),
+    }
+}

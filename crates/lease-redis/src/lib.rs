@@ -32,8 +32,6 @@
 //!             // Check before each task: the lease may run out while a
 //!             // stalled process was not looking.
 //!             Assignment::Held(lease) => consume(move |task_id| lease.owns(task_id)),
-//!             // Incremental handover (HandoverMode::Incremental): a task set.
-//!             Assignment::Tasks(tasks) => consume(move |task_id| tasks.owns(task_id)),
 //!             Assignment::Idle(idle) => eprintln!("idle: {}", idle.reason),
 //!         }
 //!     }
@@ -131,16 +129,11 @@ mod redis_rs;
 pub mod tls;
 
 #[cfg(feature = "tokio")]
-pub use driver::{Discover, Options, discover};
+pub use driver::{Discover, Options, connect, discover};
 #[cfg(feature = "tokio")]
 pub use futures_util::StreamExt;
-/// The group's options (name, interval, gap, prefix, mode, mapping), with
-/// their builder methods; [`Options`] adds the cancellation token.
-pub use lease_core::Options as GroupOptions;
-pub use lease_core::ownership::Mapping;
-pub use lease_core::{
-    Assignment, GroupRules, Idle, IdleReason, Lease, Mode, OptionsError, Refusal, Slot, Token,
-};
+pub use lease_driver::ConnectError;
+pub use lease_driver::api::*;
 #[cfg(feature = "metrics")]
 pub use lease_driver::metrics;
 /// redis-rs, re-exported so that one dependency line is enough.

@@ -48,7 +48,7 @@ impl<const MULTIPLEXED: bool> conformance::Adapter for Redis<MULTIPLEXED> {
         options: lease_core::Options,
         cancel: CancellationToken,
     ) -> Result<LocalBoxStream<'static, Assignment>, OptionsError> {
-        let options = lease_redis::Options::from(options).with_cancel(cancel);
+        let options = options.with_cancel_type().with_cancel(cancel);
         lease_redis::discover(conn.clone(), options).map(StreamExt::boxed_local)
     }
 

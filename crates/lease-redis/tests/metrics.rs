@@ -131,7 +131,10 @@ async fn owner_gauges_expiries_and_latency_are_recorded() {
     assert!(next(&mut pairs).await.is_idle(), "the opening idle value");
     let lease = next(&mut pairs).await.into_lease().expect("a lease");
     assert_eq!(metrics.value(IS_OWNER, &name), 1.0);
-    assert_eq!(metrics.value(INDEX, &name), f64::from(lease.i()));
+    assert_eq!(
+        metrics.value(INDEX, &name),
+        f64::from(lease.pair().expect("a lone worker holds (0, 1)").i())
+    );
     assert_eq!(metrics.value(REPLICAS, &name), 1.0);
     assert!(metrics.samples(REGISTRATION_SECONDS, &name) >= 3);
     assert_eq!(metrics.value(STAND_DOWNS, &name), 0.0);

@@ -50,7 +50,7 @@
 //! sim.act(Action::Crash(a));
 //! sim.run_for(Duration::from_secs(2));
 //! let lease = sim.lease(b).expect("the survivor owns the whole group again");
-//! assert_eq!((lease.i(), lease.n()), (0, 1));
+//! assert_eq!(lease.pair().map(|p| (p.i(), p.n())), Some((0, 1)));
 //! assert!(sim.check().is_ok());
 //! ```
 #![forbid(unsafe_code)]

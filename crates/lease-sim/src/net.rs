@@ -60,7 +60,7 @@ impl Network {
         }
     }
 
-    /// A lossy network as in DESIGN section 7: latency 1 % of `l`, 5 % fast
+    /// A lossy network (the figures of docs/benchmarks.md): latency 1 % of `l`, 5 % fast
     /// errors, 2.5 % lost requests, 2.5 % lost replies.
     pub fn lossy(l: Duration) -> Self {
         Self {

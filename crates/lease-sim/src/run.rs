@@ -7,8 +7,7 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use lease_core::ownership::Mapping;
-use lease_core::{HandoverMode, Mode, Options, OptionsError};
+use lease_core::{Counting, Handover, Mode, Options, OptionsError};
 
 use crate::net::Network;
 use crate::world::{Action, Sim, SimConfig, Stats, WorkerId};
@@ -60,16 +59,26 @@ pub struct RunConfig {
     /// The network at the start (with faults, regimes change every 10
     /// intervals).
     pub network: Network,
-    /// Handover mode (rule 13); incremental handover also sets the
-    /// consistent mapping it needs.
-    pub handover: HandoverMode,
-    /// Applied to every worker's options after the fields above (the drain
-    /// budget, graceful leave, a test-only sabotage); identity by default.
+    /// The Ranked handover (rule 13; ignored under Arrival): task sets
+    /// under the consistent mapping, or whole pairs under modulo.
+    pub handover: Handover,
+    /// The drain budget (rule 14, [`lease_core::Ranked::drain_budget`]):
+    /// `None` is the default, the gap `G`.
+    pub drain_budget: Option<Duration>,
+    /// The schedule's spread in `L` (rule 8, [`lease_core::Ranked::spread`]):
+    /// `None` is the early default. Valid in `[0, Options::max_spread]`.
+    pub spread: Option<f64>,
+    /// Graceful leave on cancellation (rule 16; the default, Ranked only).
+    pub graceful_leave: bool,
+    /// Applied to every worker's options after the fields above (a test-only
+    /// negative control, say); identity by default. A plain function, so it
+    /// cannot carry values: options with a value have fields of their own.
     pub customize: fn(Options) -> Options,
 }
 
 impl RunConfig {
-    /// A run with churn and no faults, interval 1 s, gap 0.15, `Ranked`.
+    /// A run with churn and no faults, interval 1 s, the library's default
+    /// options (Ranked, task sets, graceful leave, gap 0.15).
     pub fn new(seed: u64, workers: usize, intervals: u32) -> Self {
         Self {
             seed,
@@ -81,7 +90,10 @@ impl RunConfig {
             faults: Faults::default(),
             churn: true,
             network: Network::default(),
-            handover: HandoverMode::Whole,
+            handover: Handover::TaskSets,
+            drain_budget: None,
+            spread: None,
+            graceful_leave: true,
             customize: std::convert::identity,
         }
     }
@@ -100,12 +112,20 @@ pub struct RunReport {
 
 /// Plays one randomized run.
 pub fn random_run(cfg: &RunConfig) -> Result<RunReport, OptionsError> {
-    let mut options = Options::new("sim", cfg.interval)
-        .with_gap(cfg.gap)
-        .with_mode(cfg.mode)
-        .with_handover(cfg.handover);
-    if cfg.handover == HandoverMode::Incremental {
-        options = options.with_mapping(Mapping::Consistent);
+    let options = Options::new("sim", cfg.interval).with_gap(cfg.gap);
+    let mut options = match cfg.mode {
+        Mode::Arrival => options.with_counting(Counting::Arrival),
+        Mode::Ranked => options
+            .with_handover(cfg.handover)
+            .with_graceful_leave(cfg.graceful_leave),
+    };
+    if cfg.mode == Mode::Ranked {
+        if let Some(b) = cfg.drain_budget {
+            options = options.with_drain_budget(b);
+        }
+        if let Some(s) = cfg.spread {
+            options = options.with_spread(s);
+        }
     }
     let options = (cfg.customize)(options);
     let mut sim_cfg = SimConfig::new(cfg.seed, options);

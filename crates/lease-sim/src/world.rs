@@ -13,7 +13,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use lease_core::{
-    Assignment, Event, Lease, Options, OptionsError, RequestId, Tasks, Token, Worker,
+    Assignment, Event, Identity, Lease, Mapping, Options, OptionsError, RequestId, Worker,
 };
 
 use crate::net::{LocalClock, Network};
@@ -204,9 +204,6 @@ struct SimWorker {
     wake_gen: u64,
     /// The lease handed to the worker's loop, if any.
     held: Option<Lease>,
-    /// The task set handed to the worker's loop, if any (incremental
-    /// handover).
-    held_tasks: Option<Tasks>,
     /// A mishap waiting for the next registration.
     mishap: Option<Mishap>,
     /// Options of its own, instead of the simulation's (a worker deployed
@@ -240,6 +237,9 @@ pub struct Stats {
     pub fast_errors: u64,
     /// Replies the core rejected as malformed or unexpected.
     pub rejected: u64,
+    /// Leave scripts (rule 16) the server executed, duplicates included
+    /// (also counted in `executed`).
+    pub leaves: u64,
 }
 
 /// A deterministic simulation of one group.
@@ -253,10 +253,13 @@ pub struct Stats {
 /// let mut sim = Sim::new(SimConfig::new(7, options)).unwrap();
 /// let workers: Vec<_> = (0..3).map(|_| sim.join_now()).collect();
 /// sim.run_for(Duration::from_secs(2));
-/// // After a few intervals every worker holds a distinct slot of n = 3.
-/// let mut slots: Vec<_> = workers.iter().map(|&w| sim.lease(w).unwrap().i()).collect();
-/// slots.sort();
-/// assert_eq!(slots, [0, 1, 2]);
+/// // After a few intervals every worker holds a distinct pair of n = 3.
+/// let mut pairs: Vec<_> = workers
+///     .iter()
+///     .map(|&w| sim.lease(w).and_then(|l| l.pair()).map(|p| (p.i(), p.n())))
+///     .collect();
+/// pairs.sort();
+/// assert_eq!(pairs, [Some((0, 3)), Some((1, 3)), Some((2, 3))]);
 /// assert!(sim.check().is_ok());
 /// ```
 pub struct Sim {
@@ -380,18 +383,6 @@ impl Sim {
             .cloned()
     }
 
-    /// The task set worker `w` holds now (incremental handover), judged by
-    /// its own state machine at its own local time. The value's `owns` reads
-    /// the system clock, not virtual time: ask [`Sim::holds_task`] instead.
-    pub fn tasks(&self, w: WorkerId) -> Option<Tasks> {
-        let sw = self.workers.get(w.0)?;
-        let Life::Alive(core) = &sw.life else {
-            return None;
-        };
-        core.tasks_at(self.local_instant(sw.clock, self.now))
-            .cloned()
-    }
-
     /// Whether worker `w` holds task `id` now, whatever the handover mode
     /// (its own state machine's view at its own local time).
     pub fn holds_task(&self, w: WorkerId, id: u64) -> bool {
@@ -402,20 +393,36 @@ impl Sim {
             return false;
         };
         let now = self.local_instant(sw.clock, self.now);
-        if let Some(lease) = core.lease_at(now) {
-            return lease.covers(id);
-        }
-        core.tasks_at(now).is_some_and(|t| {
-            t.leases()
+        core.lease_at(now).is_some_and(|lease| {
+            lease
+                .parts()
                 .iter()
-                .any(|l| l.covers(id) && l.is_valid_at(now))
+                .any(|p| p.part().contains(lease.mapping(), id) && p.is_valid_at(now))
         })
     }
 
+    /// The fencing token worker `w` writes task `id` with now, if it holds
+    /// the task (its own state machine's view at its own local time): the
+    /// virtual-time form of [`Lease::token_for`].
+    pub fn token_for(&self, w: WorkerId, id: u64) -> Option<u64> {
+        let sw = self.workers.get(w.0)?;
+        let Life::Alive(core) = &sw.life else {
+            return None;
+        };
+        let now = self.local_instant(sw.clock, self.now);
+        let lease = core.lease_at(now)?;
+        lease
+            .parts()
+            .iter()
+            .filter(|p| p.part().contains(lease.mapping(), id) && p.is_valid_at(now))
+            .map(|p| p.token())
+            .max()
+    }
+
     /// The identity of worker `w`, once it has started (until it ends).
-    pub fn token(&self, w: WorkerId) -> Option<Token> {
+    pub fn identity(&self, w: WorkerId) -> Option<Identity> {
         match &self.workers.get(w.0)?.life {
-            Life::Alive(core) => Some(core.token()),
+            Life::Alive(core) => Some(core.identity()),
             _ => None,
         }
     }
@@ -515,27 +522,26 @@ impl Sim {
     /// ran out before now leaves the rest held from its deadline on).
     fn ending(&self, w: WorkerId, sw: &SimWorker) -> Vec<Record> {
         let name = w.to_string();
-        if let Some(lease) = &sw.held {
-            let end = self.true_of(sw.clock, lease.deadline()).min(self.now);
-            return vec![
-                Record::release(name, lease.i(), lease.n(), end)
-                    .with_renewed(Renewed::Pair(lease.renewed_in())),
-            ];
-        }
-        let Some(tasks) = &sw.held_tasks else {
+        let Some(lease) = &sw.held else {
             return Vec::new();
         };
-        let live: Vec<PartEnd> = tasks
-            .leases()
+        if let Some((i, n)) = whole_pair(lease) {
+            let end = self.true_of(sw.clock, lease.deadline()).min(self.now);
+            return vec![
+                Record::release(name, i, n, end).with_renewed(Renewed::Pair(renewed_in(lease))),
+            ];
+        }
+        let live: Vec<PartEnd> = lease
+            .parts()
             .iter()
-            .zip(tasks.history_parts())
+            .zip(lease.history_parts())
             .map(|(l, p)| PartEnd {
                 part: Part::from(p),
                 end_us: self.true_of(sw.clock, l.deadline()),
                 renewed: Some(l.renewed_in()),
             })
             .collect();
-        Record::task_set_ending(&name, history_mapping(tasks), live, self.now)
+        Record::task_set_ending(&name, history_mapping(lease), live, self.now)
     }
 
     // ----- internals -----------------------------------------------------
@@ -559,7 +565,6 @@ impl Sim {
             stalled_until: 0,
             wake_gen: 0,
             held: None,
-            held_tasks: None,
             mishap: None,
             options: None,
         });
@@ -759,9 +764,10 @@ impl Sim {
         let mode = self.workers[w.0]
             .options
             .as_ref()
-            .map_or(self.options.mode, |o| o.mode);
+            .map_or(self.options.mode(), |o| o.mode());
         let now = self.server_now();
         let result = if req.leave {
+            self.stats.leaves += 1;
             self.store.execute_leave(now, keys, &req.args)
         } else {
             self.store.execute(mode, now, keys, &req.args)
@@ -782,61 +788,54 @@ impl Sim {
         let at_us = self.now;
         match &event {
             Event::Assignment(Assignment::Held(lease)) => {
-                self.history.push(Record::own(
-                    w.to_string(),
-                    lease.i(),
-                    lease.n(),
-                    lease.token(),
-                    at_us,
-                ));
+                if let Some((i, n)) = whole_pair(lease) {
+                    let own = Record::own(w.to_string(), i, n, lease.token(), at_us);
+                    let previous = self.workers[w.0].held.as_ref();
+                    // A whole pair following a task set ends it.
+                    let own = match previous.filter(|l| whole_pair(l).is_none()) {
+                        Some(l) => own.with_renewed(renewed_parts(l)),
+                        None => own,
+                    };
+                    self.history.push(own);
+                } else {
+                    // An `own` with parts replaces the holding at the instant
+                    // it began (a part's end noticed late is written at that
+                    // end), carrying the renewal intervals of the holding it
+                    // replaces (clones share them with the worker's state).
+                    let at = self
+                        .true_of(self.workers[w.0].clock, lease.since())
+                        .min(at_us);
+                    let parts = lease.history_parts().into_iter().map(Part::from);
+                    let renewed = self.workers[w.0].held.as_ref().map(renewed_parts);
+                    let own =
+                        Record::own_task_set(w.to_string(), history_mapping(lease), parts, at);
+                    self.history.extend(own.map(|own| match renewed {
+                        Some(renewed) => own.with_renewed(renewed),
+                        None => own,
+                    }));
+                }
                 self.workers[w.0].held = Some(lease.clone());
-            }
-            // An `own` with parts replaces the holding at the instant it
-            // began (a part's end noticed late is written at that end).
-            Event::Assignment(Assignment::Tasks(tasks)) => {
-                let at = self
-                    .true_of(self.workers[w.0].clock, tasks.since())
-                    .min(at_us);
-                let parts = tasks.history_parts().into_iter().map(Part::from);
-                // The own replaces the holding of the previous value: it
-                // carries that holding's renewal intervals (clones share
-                // them with the worker's state, so they are current).
-                let renewed = self.workers[w.0].held_tasks.as_ref().map(renewed_parts);
-                let own = Record::own_task_set(w.to_string(), history_mapping(tasks), parts, at);
-                self.history.extend(own.map(|own| match renewed {
-                    Some(renewed) => own.with_renewed(renewed),
-                    None => own,
-                }));
-                self.workers[w.0].held_tasks = Some(tasks.clone());
             }
             Event::Assignment(Assignment::Idle(idle)) => {
                 if let Some(lease) = &idle.ended {
                     let at = self.true_of(self.workers[w.0].clock, idle.since).min(at_us);
-                    let release = match idle.reason.as_str().parse() {
-                        Ok(reason) => {
-                            Record::release_because(w.to_string(), lease.i(), lease.n(), reason, at)
-                        }
-                        Err(_) => Record::release(w.to_string(), lease.i(), lease.n(), at),
-                    };
-                    self.history
-                        .push(release.with_renewed(Renewed::Pair(lease.renewed_in())));
-                    self.workers[w.0].held = None;
-                }
-                if let Some(tasks) = &idle.ended_tasks {
-                    let at = self.true_of(self.workers[w.0].clock, idle.since).min(at_us);
-                    let newest = tasks.history_parts().into_iter().max_by_key(|p| p.4);
                     // The holding it ends is the last value written, whose
                     // parts are in the order of its `held`.
-                    let renewed =
-                        renewed_parts(self.workers[w.0].held_tasks.as_ref().unwrap_or(tasks));
-                    if let Some((i, n, _, _, _)) = newest {
-                        let release = match idle.reason.as_str().parse() {
-                            Ok(reason) => Record::release_because(w.to_string(), i, n, reason, at),
-                            Err(_) => Record::release(w.to_string(), i, n, at),
-                        };
-                        self.history.push(release.with_renewed(renewed));
-                    }
-                    self.workers[w.0].held_tasks = None;
+                    let last = self.workers[w.0].held.take();
+                    let last = last.as_ref().unwrap_or(lease);
+                    let (i, n, renewed) = match whole_pair(last) {
+                        Some((i, n)) => (i, n, Renewed::Pair(renewed_in(last))),
+                        None => {
+                            let newest = last.newest_pair();
+                            let (i, n) = newest.map_or((0, 1), |p| (p.i(), p.n()));
+                            (i, n, renewed_parts(last))
+                        }
+                    };
+                    let release = match idle.reason.as_str().parse() {
+                        Ok(reason) => Record::release_because(w.to_string(), i, n, reason, at),
+                        Err(_) => Record::release(w.to_string(), i, n, at),
+                    };
+                    self.history.push(release.with_renewed(renewed));
                 }
             }
             // The worker has ended (at once on a plain cancel; after its
@@ -867,7 +866,7 @@ impl Sim {
             Action::Join(w) => {
                 // From the run's seeded generator: unique per worker, and
                 // the same on every replay of the seed.
-                let token = Token::from_bits_same_worker_if_reused(self.rng.random::<u128>());
+                let token = Identity::from_bits_same_worker_if_reused(self.rng.random::<u128>());
                 let now = self.local_instant(self.workers[w.0].clock, self.now);
                 // Options were validated in `Sim::new` or `schedule_join_with`.
                 let options = self.workers[w.0].options.as_ref().unwrap_or(&self.options);
@@ -896,7 +895,6 @@ impl Sim {
                     self.history.extend(ending);
                     let sw = &mut self.workers[w.0];
                     sw.held = None;
-                    sw.held_tasks = None;
                     self.history
                         .push(Record::leave(w.to_string(), LeaveHow::Crash, self.now));
                 }
@@ -956,14 +954,29 @@ fn fault_detail(action: &Action) -> Option<String> {
 
 /// The `renewed` field of a line that ends the holding `tasks` was written
 /// as: each part's last renewal interval, in the order of its `held`.
-fn renewed_parts(tasks: &Tasks) -> Renewed {
-    Renewed::Parts(tasks.leases().iter().map(|l| l.renewed_in()).collect())
+fn renewed_parts(lease: &Lease) -> Renewed {
+    Renewed::Parts(lease.parts().iter().map(|l| l.renewed_in()).collect())
 }
 
-/// The history's name of a task set's mapping.
-fn history_mapping(tasks: &Tasks) -> lease_history::Mapping {
-    match tasks.mapping() {
-        lease_core::ownership::Mapping::Modulo => lease_history::Mapping::Modulo,
-        lease_core::ownership::Mapping::Consistent => lease_history::Mapping::Consistent,
+/// The interval of the last renewal of a whole pair's one part.
+fn renewed_in(lease: &Lease) -> u64 {
+    lease.parts().first().map_or(0, |p| p.renewed_in())
+}
+
+/// `(i, n)` when the lease is written as a whole pair: one whole pair under
+/// the modulo mapping (whole-pair histories); task sets, and whole pairs
+/// under the consistent mapping, are written with their parts.
+fn whole_pair(lease: &Lease) -> Option<(u32, u32)> {
+    let pair = lease
+        .pair()
+        .filter(|_| lease.mapping() == Mapping::Modulo)?;
+    Some((pair.i(), pair.n()))
+}
+
+/// The history's name of a lease's mapping.
+fn history_mapping(lease: &Lease) -> lease_history::Mapping {
+    match lease.mapping() {
+        Mapping::Modulo => lease_history::Mapping::Modulo,
+        Mapping::Consistent => lease_history::Mapping::Consistent,
     }
 }

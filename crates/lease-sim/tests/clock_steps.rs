@@ -15,6 +15,9 @@
 
 use std::time::Duration;
 
+mod common;
+
+use lease_core::NegativeControl;
 use lease_core::{Mode, Options, interval_key};
 use lease_sim::{Action, Clocks, Mishap, Network, Peek, Sim, SimConfig, WorkerId};
 
@@ -28,7 +31,7 @@ fn secs(s: f64) -> Duration {
 
 /// Where worker `w` fires in each interval: `G + u`, `u` its token's spread.
 fn firing_offset(sim: &Sim, w: WorkerId) -> f64 {
-    let bits = sim.token(w).expect("running").bits();
+    let bits = sim.identity(w).expect("running").bits();
     let frac = ((bits >> 64) as u64) as f64 / 18_446_744_073_709_551_616.0;
     0.15 + frac * 0.1
 }
@@ -36,8 +39,8 @@ fn firing_offset(sim: &Sim, w: WorkerId) -> f64 {
 /// Builds the counterexample with `seed`; `None` if this seed's firing
 /// order leaves no room for it (A must answer before W retries).
 fn counterexample(seed: u64, sabotage: bool) -> Option<Sim> {
-    let mut options = Options::new("g", L).with_mode(Mode::Ranked);
-    options.sabotage_grant_over_reopened_intervals = sabotage;
+    let mut options = common::classic(Options::new("g", L), Mode::Ranked);
+    options.negative_control = sabotage.then_some(NegativeControl::GrantOverReopenedIntervals);
     let mut cfg = SimConfig::new(seed, options);
     cfg.network = Network::ideal(L);
     cfg.clocks = Clocks {
@@ -49,7 +52,14 @@ fn counterexample(seed: u64, sabotage: bool) -> Option<Sim> {
     sim.run_for(L * 6);
     let mut by_index: Vec<(u32, WorkerId)> = ws
         .iter()
-        .map(|&w| (sim.lease(w).expect("settled").i(), w))
+        .map(|&w| {
+            (
+                common::ij(&sim.lease(w).expect("settled"))
+                    .expect("a pair")
+                    .0,
+                w,
+            )
+        })
         .collect();
     by_index.sort();
     let [(0, a), (1, b), (2, w)] = by_index[..] else {

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use lease_history::{LeaveHow, Record, check};
-use lease_redis::{CancellationToken, GroupOptions, Options, Token, discover};
+use lease_redis::{CancellationToken, Handover, Identity, Options, discover};
 use lease_sim::{Peek, RedisFaults, SimRedis, SimRedisConfig};
 use tokio::time::Instant;
 
@@ -31,9 +31,11 @@ async fn three_discover_workers_with_a_crash_a_stall_and_a_restart() {
     let mut workers = Vec::new();
     for w in 0..3u64 {
         let name = format!("w{w}");
-        let options = Options::from(GroupOptions::new("g", L))
+        let options = Options::new("g", L)
+            .with_handover(Handover::WholePairs)
+            .with_graceful_leave(false)
             .with_cancel(stop.clone())
-            .with_token(Token::seeded(3, w));
+            .with_identity(Identity::seeded(3, w));
         let stream = discover(redis.connection(&name), options).unwrap();
         workers.push(record(name, stream, &history, t0));
     }
@@ -70,13 +72,12 @@ async fn a_graceful_leave_through_lease_redis_hands_over_one_interval_sooner() {
     let mut workers = Vec::new();
     for w in 0..5u64 {
         let stop = CancellationToken::new();
-        let options = Options::from(
-            GroupOptions::new("g", L)
-                .with_gap(0.15)
-                .with_graceful_leave(true),
-        )
-        .with_cancel(stop.clone())
-        .with_token(Token::seeded(5, w));
+        let options = Options::new("g", L)
+            .with_gap(0.15)
+            .with_handover(Handover::WholePairs)
+            .with_graceful_leave(true)
+            .with_cancel(stop.clone())
+            .with_identity(Identity::seeded(5, w));
         let name = format!("w{w}");
         let stream = discover(redis.connection(&name), options).unwrap();
         workers.push(record(name, stream, &history, t0));
@@ -141,7 +142,7 @@ async fn a_graceful_leave_through_lease_redis_hands_over_one_interval_sooner() {
     }
 
     // The removal ran on the simulated server: w2 is in closed 14, not in 15.
-    let departed = Token::seeded(5, 2).to_string();
+    let departed = Identity::seeded(5, 2).to_string();
     let members = |k: i64| match redis.with_store(|s| s.peek(&format!("{{g}}:{}", k0 + k))) {
         Some(Peek::Members(m)) => m,
         other => panic!("set {k}: {other:?}"),

@@ -93,6 +93,7 @@ use driver::{
     Action, At, Driver, HALF_TRIP, K0, L, Net, Outcome, ReplyAt, Route, SERVER_EPOCH_US, Sent,
     View, token_at,
 };
+use lease_core::NegativeControl;
 use lease_core::{Mode, Options};
 
 /// How long a stalled worker stays frozen.
@@ -264,7 +265,9 @@ impl Scenario {
 
     fn options(&self) -> Options {
         let mut o = driver::options(self.mode, self.gap, self.incremental);
-        o.sabotage_grant_from_early_registration = self.sabotage_early;
+        o.negative_control = self
+            .sabotage_early
+            .then_some(NegativeControl::GrantFromEarlyRegistration);
         if self.leaves.iter().any(Option::is_some) {
             o = o.with_graceful_leave(true);
         }

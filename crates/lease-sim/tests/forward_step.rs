@@ -58,6 +58,7 @@ use driver::{
     Action, At, Driver, HALF_TRIP, K0, L, Net, Outcome, Overlap, ReplyAt, Route, SERVER_EPOCH_US,
     Sent, View, token_at,
 };
+use lease_core::NegativeControl;
 use lease_core::{Mode, Options};
 use lease_history::{Record, ReleaseReason};
 
@@ -68,8 +69,16 @@ const A: usize = 2;
 /// True instant of A's deadline (step 2 of the module docs).
 const A_DEADLINE: u64 = 10_997_709;
 /// Task ids of 0..4096 in both `T(0, 2)` and `T(2, 3)` under jump hash
-/// (checked against lease-history's own mapping below).
+/// (task sets; checked against lease-history's own mapping below).
 const SHARED: u32 = 668;
+/// The same under modulo (whole pairs): `t ≡ 0 (mod 2)` and `t ≡ 2 (mod
+/// 3)`, i.e. `t ≡ 2 (mod 6)`, 683 ids of 0..4096.
+const SHARED_MODULO: u32 = 683;
+
+/// The shared count of the mode's mapping.
+fn shared(incremental: bool) -> u32 {
+    if incremental { SHARED } else { SHARED_MODULO }
+}
 const H: u64 = HALF_TRIP;
 
 /// Server microseconds of `s` seconds after the epoch's interval 0.
@@ -149,12 +158,16 @@ const RULE_17_OFF: Switches = Switches {
 };
 
 fn run(j: u64, incremental: bool, switches: Switches, reaim_half: u64) -> Outcome {
+    let control = match (switches.early, switches.keep) {
+        (true, true) => Some(NegativeControl::EarlyGrantsAndKeptRequests),
+        (true, false) => Some(NegativeControl::GrantFromEarlyRegistration),
+        (false, true) => Some(NegativeControl::KeepRequestsAcrossStandDown),
+        (false, false) => None,
+    };
     let options = Options {
-        sabotage_grant_from_early_registration: switches.early,
-        sabotage_keep_requests_across_stand_down: switches.keep,
+        negative_control: control,
         ..driver::options(Mode::Ranked, 0.15, incremental)
-    }
-    .with_mapping(lease_core::ownership::Mapping::Consistent);
+    };
     let net = Script {
         reaim_half,
         first_sent: false,
@@ -228,10 +241,14 @@ fn the_expected_overlap_is_the_common_tasks_of_t_0_2_and_t_2_3() {
         [2, 3, 2, 3],
     );
     assert_eq!((by_history, by_core), (SHARED, SHARED));
+    let modulo = (0..4096u64)
+        .filter(|&t| owner(Mapping::Modulo, t, 2) == 0 && owner(Mapping::Modulo, t, 3) == 2)
+        .count() as u32;
+    assert_eq!(modulo, SHARED_MODULO);
 }
 
 #[test]
-fn without_rule_17_a_step_of_a_fifth_of_the_gap_lets_two_workers_hold_668_tasks_in_both_modes() {
+fn without_rule_17_a_step_of_a_fifth_of_the_gap_lets_two_workers_hold_common_tasks_in_both_modes() {
     let j = 30_000;
     for (incremental, mode) in modes() {
         let o = run(j, incremental, RULE_17_OFF, H);
@@ -247,7 +264,7 @@ fn without_rule_17_a_step_of_a_fifth_of_the_gap_lets_two_workers_hold_668_tasks_
             [Overlap {
                 a: C,
                 b: A,
-                shared: SHARED,
+                shared: shared(incremental),
                 start: grant,
                 end: A_DEADLINE,
             }],
@@ -302,7 +319,7 @@ fn every_forward_step_from_a_hundredth_to_just_under_the_gap_overlaps_without_ru
                 [Overlap {
                     a: C,
                     b: A,
-                    shared: SHARED,
+                    shared: shared(incremental),
                     start: grant,
                     end: A_DEADLINE,
                 }],
@@ -344,7 +361,7 @@ fn a_detected_step_stands_down_and_the_forgotten_reply_seeds_nothing_unless_both
                     [Overlap {
                         a: C,
                         b: A,
-                        shared: SHARED,
+                        shared: shared(incremental),
                         start: grant,
                         end: A_DEADLINE,
                     }],

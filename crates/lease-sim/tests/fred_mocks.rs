@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use lease_fred::fred::prelude::*;
-use lease_fred::{CancellationToken, GroupOptions, Options, Token, discover};
+use lease_fred::{CancellationToken, Handover, Identity, Options, discover};
 use lease_sim::{RedisFaults, SimRedis, SimRedisConfig};
 use tokio::time::Instant;
 
@@ -31,9 +31,11 @@ async fn three_fred_workers_with_a_crash_a_stall_and_a_restart() {
     let mut workers = Vec::new();
     for w in 0..3u64 {
         let name = format!("w{w}");
-        let options = Options::from(GroupOptions::new("g", L))
+        let options = Options::new("g", L)
+            .with_handover(Handover::WholePairs)
+            .with_graceful_leave(false)
             .with_cancel(stop.clone())
-            .with_token(Token::seeded(3, w));
+            .with_identity(Identity::seeded(3, w));
         let config = Config {
             mocks: Some(Arc::new(redis.fred_mocks(&name))),
             ..Config::default()

@@ -11,7 +11,8 @@
 
 use std::time::Duration;
 
-use lease_core::{Assignment, Event, Mode, Options, Token};
+use lease_core::NegativeControl;
+use lease_core::{Assignment, Event, Handover, Identity, Options};
 use lease_history::{Checker, Record};
 use lease_sim::{Action, LeaveSabotage, Mishap, Network, Sim, SimConfig, WorkerId};
 
@@ -25,12 +26,12 @@ const TRIP: f64 = 0.002;
 fn options() -> Options {
     Options::new("g", L)
         .with_gap(G)
-        .with_mode(Mode::Ranked)
+        .with_handover(Handover::WholePairs)
         .with_graceful_leave(true)
 }
 
 /// Where in the band a worker fires (rule 8), in L after `mL + G`.
-fn offset(token: Token) -> f64 {
+fn offset(token: Identity) -> f64 {
     ((token.bits() >> 64) as u64) as f64 / 18_446_744_073_709_551_616.0 * SPREAD
 }
 
@@ -83,7 +84,7 @@ fn construct(
     ws.push(d);
     let y = sim.schedule_join(at(5.3));
     sim.run_until(at(12.0));
-    let u = |w: WorkerId| offset(sim.token(w).expect("alive"));
+    let u = |w: WorkerId| offset(sim.identity(w).expect("alive"));
     let uy = u(y);
     let z = ws
         .iter()
@@ -213,7 +214,7 @@ fn a_leave_from_the_interval_the_client_names_is_caught() {
 fn a_leave_that_drains_past_the_deadline_is_caught() {
     let overdrain = || {
         let mut o = options();
-        o.sabotage_overdrain_past_deadline = true;
+        o.negative_control = Some(NegativeControl::OverdrainPastDeadline);
         Some(o)
     };
     let (built, violating, _) = tally(Construction::AfterRegistering, None, overdrain);
@@ -250,7 +251,9 @@ fn the_survivors_take_over_one_interval_sooner_and_the_gap_is_short() {
             .iter()
             .filter(|o| o.worker != d && o.at > at(15.5))
             .filter_map(|o| match &o.event {
-                Event::Assignment(Assignment::Held(l)) if l.n() == 4 => Some(o.at),
+                Event::Assignment(Assignment::Held(l)) if l.pair().is_some_and(|p| p.n() == 4) => {
+                    Some(o.at)
+                }
                 _ => None,
             })
             .max()

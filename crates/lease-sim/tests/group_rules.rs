@@ -8,6 +8,8 @@
 
 use std::time::Duration;
 
+mod common;
+
 use lease_core::{Assignment, Event, IdleReason, Mode, Options};
 use lease_sim::{Action, Sim, SimConfig, WorkerId};
 
@@ -32,17 +34,17 @@ fn other(mode: Mode) -> Mode {
 }
 
 fn run(mode: Mode, seed: u64) {
-    let options = Options::new("g", L).with_mode(mode);
+    let options = common::classic(Options::new("g", L), mode);
     let mut sim = Sim::new(SimConfig::new(seed, options.clone())).expect("valid options");
     let group: Vec<WorkerId> = (0..3).map(|_| sim.join_now()).collect();
     sim.run_for(L * 8);
     assert!(group.iter().all(|&w| sim.lease(w).is_some()), "settled");
     let at = sim.now();
     let longer = sim
-        .schedule_join_with(at, Options::new("g", L * 2).with_mode(mode))
+        .schedule_join_with(at, common::classic(Options::new("g", L * 2), mode))
         .expect("valid");
     let other_mode = sim
-        .schedule_join_with(at, Options::new("g", L).with_mode(other(mode)))
+        .schedule_join_with(at, common::classic(Options::new("g", L), other(mode)))
         .expect("valid");
     let mut seen = Vec::new();
     for _ in 0..40 {
@@ -109,7 +111,7 @@ fn workers_with_other_rules_are_refused_in_arrival_mode() {
 #[test]
 fn without_the_record_the_checker_catches_the_split_brain() {
     for mode in [Mode::Ranked, Mode::Arrival] {
-        let options = Options::new("g", L).with_mode(mode);
+        let options = common::classic(Options::new("g", L), mode);
         let mut sim = Sim::new(SimConfig::new(1, options)).expect("valid options");
         sim.sabotage_rules(true);
         for _ in 0..3 {
@@ -117,7 +119,7 @@ fn without_the_record_the_checker_catches_the_split_brain() {
         }
         sim.run_for(L * 8);
         let at = sim.now();
-        sim.schedule_join_with(at, Options::new("g", L * 2).with_mode(mode))
+        sim.schedule_join_with(at, common::classic(Options::new("g", L * 2), mode))
             .expect("valid");
         sim.run_for(L * 12);
         let summary = sim.check();

@@ -31,7 +31,7 @@ fn a_departure_moves_only_the_last_worker_into_the_hole() {
             if w == gone {
                 continue;
             }
-            let now = sim.lease(w).map(|l| l.i());
+            let now = sim.lease(w).and_then(|l| ij(&l)).map(|(i, _)| i);
             let want = if *b == Some(4) { Some(1) } else { *b };
             assert_eq!(now, want, "seed {seed}: {w} had {b:?}");
         }

@@ -6,16 +6,12 @@
 //! holds every lease to that bound, allowing the forward steps the history
 //! records (docs/history-format.md).
 
-use lease_core::{HandoverMode, Mode, Options};
+use lease_core::NegativeControl;
+use lease_core::{Handover, Mode, Options};
 use lease_history::Summary;
 use lease_sim::{Faults, RunConfig, random_run};
 
-fn run(
-    seed: u64,
-    mode: Mode,
-    handover: HandoverMode,
-    customize: fn(Options) -> Options,
-) -> Summary {
+fn run(seed: u64, mode: Mode, handover: Handover, customize: fn(Options) -> Options) -> Summary {
     let cfg = RunConfig {
         mode,
         handover,
@@ -35,7 +31,7 @@ fn graceful(o: Options) -> Options {
 
 fn from_arrival(o: Options) -> Options {
     Options {
-        sabotage_deadline_from_arrival: true,
+        negative_control: Some(NegativeControl::DeadlineFromArrival),
         ..o
     }
 }
@@ -47,13 +43,9 @@ fn from_arrival(o: Options) -> Options {
 #[test]
 fn every_lease_and_part_ends_by_the_end_of_the_interval_after_its_renewal() {
     let modes = [
-        (
-            Mode::Ranked,
-            HandoverMode::Incremental,
-            graceful as fn(_) -> _,
-        ),
-        (Mode::Ranked, HandoverMode::Whole, graceful),
-        (Mode::Arrival, HandoverMode::Whole, std::convert::identity),
+        (Mode::Ranked, Handover::TaskSets, graceful as fn(_) -> _),
+        (Mode::Ranked, Handover::WholePairs, graceful),
+        (Mode::Arrival, Handover::WholePairs, std::convert::identity),
     ];
     for (mode, handover, customize) in modes {
         for seed in 0..20 {
@@ -75,7 +67,7 @@ fn every_lease_and_part_ends_by_the_end_of_the_interval_after_its_renewal() {
 /// sees it on almost every run (19 and 18 of 20 when this was written).
 #[test]
 fn a_deadline_from_the_arrival_is_caught_at_the_interval_end() {
-    for handover in [HandoverMode::Incremental, HandoverMode::Whole] {
+    for handover in [Handover::TaskSets, Handover::WholePairs] {
         let caught = (0..20)
             .filter(|&seed| run(seed, Mode::Ranked, handover, from_arrival).interval_end_count > 0)
             .count();

@@ -10,7 +10,8 @@
 //! default; the negative control switches the rule off and the same runs
 //! fail again.
 
-use lease_core::{HandoverMode, Options};
+use lease_core::NegativeControl;
+use lease_core::{Handover, Options};
 use lease_sim::{Faults, Network, RunConfig, random_run};
 
 /// `(seed, workers, gap)` of runs that handed out late grants.
@@ -30,7 +31,7 @@ fn run(seed: u64, workers: usize, gap: f64, customize: fn(Options) -> Options) -
             ..Faults::default()
         },
         network: Network::default(),
-        handover: HandoverMode::Incremental,
+        handover: Handover::TaskSets,
         customize,
         ..RunConfig::new(seed, workers, 120)
     };
@@ -46,7 +47,7 @@ fn run(seed: u64, workers: usize, gap: f64, customize: fn(Options) -> Options) -
 
 fn late(o: Options) -> Options {
     Options {
-        sabotage_grant_past_drain_end: true,
+        negative_control: Some(NegativeControl::GrantPastDrainEnd),
         ..o
     }
 }

@@ -58,7 +58,7 @@ fn newcomer_owns_within_about_two_intervals_and_ranked_keeps_settled_indices() {
                     "seed {seed}: a settled index changed on a join"
                 );
                 assert_eq!(
-                    sim.lease(newcomer).map(|l| l.i()),
+                    sim.lease(newcomer).and_then(|l| ij(&l)).map(|(i, _)| i),
                     Some(5),
                     "the newcomer is last"
                 );

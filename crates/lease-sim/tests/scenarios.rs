@@ -20,23 +20,21 @@ fn render(observed: &[Observed]) -> String {
     for o in observed {
         let t = o.at.as_secs_f64();
         let what = match &o.event {
-            Event::Assignment(Assignment::Tasks(t)) => {
-                format!("own tasks token=k{:+}", t.token() as i64 - K0 as i64)
-            }
-            Event::Assignment(Assignment::Held(l)) => format!(
-                "own {}/{} token=k{:+}",
-                l.i(),
-                l.n(),
-                l.token() as i64 - K0 as i64
-            ),
+            Event::Assignment(Assignment::Held(l)) => match ij(l) {
+                Some((i, n)) => format!("own {i}/{n} token=k{:+}", l.token() as i64 - K0 as i64),
+                None => format!("own tasks token=k{:+}", l.token() as i64 - K0 as i64),
+            },
             Event::Assignment(Assignment::Idle(idle)) => match &idle.ended {
-                Some(l) => format!(
-                    "released {}/{} ({})\n{t:7.3}L {} idle",
-                    l.i(),
-                    l.n(),
-                    idle.reason.as_str(),
-                    o.worker
-                ),
+                Some(l) => {
+                    let (i, n) = ij(l)
+                        .or_else(|| l.newest_pair().map(|p| (p.i(), p.n())))
+                        .unwrap_or_default();
+                    format!(
+                        "released {i}/{n} ({})\n{t:7.3}L {} idle",
+                        idle.reason.as_str(),
+                        o.worker
+                    )
+                }
                 None => "idle".to_owned(),
             },
             Event::Stopped => "stopped".to_owned(),

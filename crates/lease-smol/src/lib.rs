@@ -46,8 +46,6 @@
 //!             drain().await; // stop taking new work, finish what is in flight
 //!             match assignment {
 //!                 Assignment::Held(lease) => consume(move |task_id| lease.owns(task_id)),
-//!                 // Incremental handover (HandoverMode::Incremental): a task set.
-//!                 Assignment::Tasks(tasks) => consume(move |task_id| tasks.owns(task_id)),
 //!                 Assignment::Idle(idle) => eprintln!("idle: {}", idle.reason),
 //!             }
 //!         }
@@ -71,7 +69,7 @@
 //! # Time
 //!
 //! [`discover`] and [`discover_with`] run the worker on the system clock and
-//! smol's timer ([`SystemTime`]). [`discover_with_time`] takes a [`Time`] of
+//! smol's timer ([`SmolClock`]). [`discover_with_time`] takes a [`Time`] of
 //! your own (a clock and a timer on it): the worker reads only that clock,
 //! and every lease answers `is_valid()` on it, so a test with virtual or
 //! stepped time drives it.
@@ -138,13 +136,8 @@ use redis::aio::ConnectionLike;
 
 pub use cancel::CancelToken;
 pub use futures::StreamExt;
-/// The group's options (name, interval, gap, prefix, mode, mapping), with
-/// their builder methods; [`Options`] adds the cancellation token.
-pub use lease_core::Options as GroupOptions;
-pub use lease_core::ownership::Mapping;
-pub use lease_core::{
-    Assignment, GroupRules, Idle, IdleReason, Lease, Mode, OptionsError, Refusal, Slot, Token,
-};
+pub use lease_driver::ConnectError;
+pub use lease_driver::api::*;
 /// `rediss://` clients trusting a CA file, `SSL_CERT_FILE` or the system's
 /// store (feature `tls`; shared with lease-redis).
 #[cfg(feature = "tls")]
@@ -152,19 +145,19 @@ pub use lease_redis::tls;
 /// redis-rs, re-exported so that one dependency line is enough.
 pub use redis;
 
-/// Options of one worker: the group's options ([`GroupOptions`]), an
-/// optional [`CancelToken`], and, for runs that replay, a given identity.
+/// Options of one worker ([`lease_core::Options`], whose builder methods
+/// and defaults they are), with this crate's [`CancelToken`] to stand it
+/// down.
 ///
 /// ```
 /// use std::time::Duration;
-/// use lease_smol::{CancelToken, GroupOptions, Mode, Options};
+/// use lease_smol::{CancelToken, Options};
 ///
 /// let stop = CancelToken::new();
-/// let group = GroupOptions::new("mail-sender", Duration::from_secs(5)).with_mode(Mode::Ranked);
-/// let options = Options::from(group).with_cancel(stop.clone());
+/// let options = Options::new("mail-sender", Duration::from_secs(5)).with_cancel(stop.clone());
 /// assert!(options.cancel.is_some());
 /// ```
-pub type Options = lease_driver::Options<CancelToken>;
+pub type Options = lease_core::Options<CancelToken>;
 
 /// The future of a worker's whole run (its registrations, timers and pair
 /// stream), to spawn on an executor ([`discover_with`]). Not the state
@@ -195,21 +188,21 @@ pub fn discover_with<C>(
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    discover_with_time(connection, options, spawn, SystemTime)
+    discover_with_time(connection, options, spawn, SmolClock)
 }
 
 /// Like [`discover_with`], with the worker's clock and timer given: every
 /// instant the worker reads, every timer it sets and every lease's
 /// `is_valid()` are on `time`, so a test with a clock of its own (virtual,
 /// stepped, offset) drives the worker. [`discover`] and [`discover_with`]
-/// use [`SystemTime`].
+/// use [`SmolClock`].
 ///
 /// ```
 /// use std::time::Instant;
-/// use lease_smol::{SystemTime, Time};
+/// use lease_smol::{SmolClock, Time};
 ///
 /// let before = Instant::now();
-/// assert!(SystemTime.now() >= before);
+/// assert!(SmolClock.now() >= before);
 /// ```
 pub fn discover_with_time<C, T>(
     connection: C,
@@ -221,11 +214,13 @@ where
     C: ConnectionLike + Clone + Send + Sync + 'static,
     T: Time,
 {
-    let token = options.token_or_random();
+    let identity = options
+        .identity
+        .unwrap_or_else(lease_driver::random_identity);
     let time = Arc::new(time);
     let now = time.clone();
     let clock = Clock::new(move || now.now());
-    let (driver, stream) = Driver::new(&options.group, token, clock, "redis-rs/smol")?;
+    let (driver, stream) = Driver::new(&options, identity, clock, "redis-rs/smol")?;
     let cancel = options.cancel.unwrap_or_default();
     let cancelled = async move { cancel.cancelled().await };
     let sleep_until = move |at: Instant| time.sleep_until(at);
@@ -251,9 +246,9 @@ pub trait Time: Send + Sync + 'static {
 /// The operating system's monotonic clock and smol's timer
 /// (`smol::Timer::at`): what [`discover`] and [`discover_with`] use.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct SystemTime;
+pub struct SmolClock;
 
-impl Time for SystemTime {
+impl Time for SmolClock {
     fn now(&self) -> Instant {
         Instant::now()
     }
@@ -280,5 +275,29 @@ pub struct AbortOnDrop(AbortHandle);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+/// Connects to the Redis at `url` with a redis-rs `ConnectionManager` on
+/// smol, which reconnects by itself after a restart, with no response
+/// timeout of its own (the worker times each registration out itself). A
+/// server that does not answer within [`lease_driver::CONNECT_TIMEOUT`], or
+/// a URL that is not one, is an error that names the address (with any
+/// password replaced by `***`).
+pub async fn connect(url: &str) -> Result<redis::aio::ConnectionManager, ConnectError> {
+    let client = redis::Client::open(url).map_err(|e| ConnectError::new(url, e))?;
+    let within = lease_driver::CONNECT_TIMEOUT;
+    let config = redis::aio::ConnectionManagerConfig::new()
+        .set_response_timeout(None)
+        .set_connection_timeout(Some(within))
+        .set_number_of_retries(2);
+    let manager = redis::aio::ConnectionManager::new_with_config(client, config);
+    let timer = async {
+        smol::Timer::after(within).await;
+    };
+    match futures::future::select(Box::pin(manager), Box::pin(timer)).await {
+        futures::future::Either::Left((Ok(m), _)) => Ok(m),
+        futures::future::Either::Left((Err(e), _)) => Err(ConnectError::new(url, e)),
+        futures::future::Either::Right(_) => Err(ConnectError::timed_out(url)),
     }
 }

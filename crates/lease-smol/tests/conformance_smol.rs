@@ -12,7 +12,7 @@ use futures::stream::LocalBoxStream;
 use lease_conformance::Adapter;
 use lease_conformance::redis_rs::Conn;
 use lease_core::{Assignment, OptionsError};
-use lease_smol::{CancelToken, Options};
+use lease_smol::CancelToken;
 
 /// The adapter, with its workers on smol's executor (`discover`) or on
 /// async-std's (`discover_with` and `async_std::task::spawn`).
@@ -40,7 +40,7 @@ impl<const ON_ASYNC_STD: bool> Adapter for Smol<ON_ASYNC_STD> {
         options: lease_core::Options,
         cancel: CancelToken,
     ) -> Result<LocalBoxStream<'static, Assignment>, OptionsError> {
-        let options = Options::from(options).with_cancel(cancel);
+        let options = options.with_cancel_type().with_cancel(cancel);
         let pairs = if ON_ASYNC_STD {
             let spawn = |worker| drop(async_std::task::spawn(worker));
             lease_smol::discover_with(conn.clone(), options, spawn)

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use lease_smol::{Assignment, GroupOptions, Options, Time, Token, discover_with_time};
+use lease_smol::{Assignment, Handover, Identity, Options, Time, discover_with_time};
 use lease_testkit::RedisServer;
 
 /// The system clock plus an offset (milliseconds) the test sets.
@@ -45,14 +45,14 @@ fn leases_answer_on_the_clock_given() {
         let client = redis::Client::open(server.url()).unwrap();
         let redis = client.get_multiplexed_async_connection().await.unwrap();
         let time = Ahead::default();
-        let options = Options::from(GroupOptions::new("given-time", Duration::from_millis(200)))
-            .with_token(Token::seeded(1, 0));
+        let options = Options::new("given-time", Duration::from_millis(200))
+            .with_identity(Identity::seeded(1, 0));
         let spawn = |worker| smol::spawn(worker).detach();
         let mut stream = discover_with_time(redis, options, spawn, time.clone()).unwrap();
         let lease = loop {
             match stream.next().await {
                 Some(Assignment::Held(lease)) => break lease,
-                Some(Assignment::Idle(_) | Assignment::Tasks(_)) => continue,
+                Some(Assignment::Idle(_)) => continue,
                 None => panic!("the stream ended"),
             }
         };
@@ -100,9 +100,11 @@ async fn smol_workers_on_the_simulated_redis_in_virtual_time() {
     let mut loops = Vec::new();
     for w in 0..3u64 {
         let name = format!("w{w}");
-        let options = Options::from(GroupOptions::new("smol-sim", Duration::from_millis(500)))
+        let options = Options::new("smol-sim", Duration::from_millis(500))
+            .with_handover(Handover::WholePairs)
+            .with_graceful_leave(false)
             .with_cancel(stop.clone())
-            .with_token(Token::seeded(5, w));
+            .with_identity(Identity::seeded(5, w));
         let spawn = |worker| drop(tokio::spawn(worker));
         let mut stream =
             discover_with_time(redis.connection(&name), options, spawn, TokioTime).unwrap();
@@ -112,11 +114,14 @@ async fn smol_workers_on_the_simulated_redis_in_virtual_time() {
                 let now = micros(TokioTime.now());
                 let mut h = history.lock().unwrap();
                 match assignment {
-                    Assignment::Held(l) => h.push(Record::own(&name, l.i(), l.n(), l.token(), now)),
-                    Assignment::Tasks(_) => {}
+                    Assignment::Held(l) => {
+                        let p = l.pair().expect("whole pairs");
+                        h.push(Record::own(&name, p.i(), p.n(), l.token(), now));
+                    }
                     Assignment::Idle(idle) => {
                         if let Some(l) = idle.ended {
-                            h.push(Record::release(&name, l.i(), l.n(), micros(idle.since)));
+                            let p = l.pair().expect("whole pairs");
+                            h.push(Record::release(&name, p.i(), p.n(), micros(idle.since)));
                         }
                     }
                 }

@@ -3,7 +3,7 @@
 //! (jump hash), with the joins and departures each counting mode produces.
 //!
 //! - `n -> n+1`, tail join (`Ranked`: the newcomer gets index `n`):
-//!   [`moved_fraction`], and with [`handover`] the share of keys that move
+//!   [`moved_fraction`], and with [`bucket_moves`] the share of keys that move
 //!   *between settled workers* (not to the newcomer).
 //! - `n -> n-1`, tail departure (the worker with index `n-1` leaves).
 //! - `n -> n-1`, departure of index 0 (the indices above shift down by one:
@@ -16,7 +16,7 @@
 //! Keys are the ids `0..KEYS`; the figures are exact counts over them.
 
 use lease_bench::{Table, header};
-use lease_core::ownership::{Mapping, Slot, handover, moved_fraction};
+use lease_core::ownership::{Mapping, Pair, bucket_moves, moved_fraction};
 
 const KEYS: u64 = 1 << 20;
 const BUCKETS: u32 = 1 << 16;
@@ -42,7 +42,7 @@ fn moved_relabelled(
 fn granted_to_settled(mapping: Mapping, n: u32) -> f64 {
     let granted: usize = (0..n)
         .map(|i| {
-            handover(Slot::new(i, n), Slot::new(i, n + 1), BUCKETS, mapping)
+            bucket_moves(Pair::new(i, n), Pair::new(i, n + 1), BUCKETS, mapping)
                 .granted
                 .len()
         })

@@ -188,7 +188,7 @@ mod adapters {
     use futures::StreamExt;
     use lease_bench::redis::command_stats;
     use lease_bench::{Table, header, load_average};
-    use lease_core::{Clock, Mode, Token};
+    use lease_core::{Clock, Identity, Mode};
     use lease_driver::{Command, Connection, Driver, Integers};
     use lease_testkit::RedisServer;
 
@@ -200,7 +200,8 @@ mod adapters {
     const WARM_UP: u32 = 20;
 
     fn options(g: usize) -> lease_core::Options {
-        lease_core::Options::new(format!("alloc-{g}"), L).with_mode(Mode::Ranked)
+        use lease_bench::Classic as _;
+        lease_core::Options::new(format!("alloc-{g}"), L).classic(Mode::Ranked)
     }
 
     /// Allocations and bytes in a window, and the registrations in it.
@@ -285,7 +286,7 @@ mod adapters {
             for g in 0..groups {
                 let clock = Clock::new(|| tokio::time::Instant::now().into_std());
                 let (driver, stream) =
-                    Driver::new(&options(g), Token::seeded(7, g as u64), clock, "null")
+                    Driver::new(&options(g), Identity::seeded(7, g as u64), clock, "null")
                         .expect("valid");
                 let conn = Null {
                     t0,
@@ -321,7 +322,10 @@ mod adapters {
                 .await
                 .expect("connect");
             (0..groups)
-                .map(|g| lease_redis::discover(conn.clone(), options(g).into()).expect("valid"))
+                .map(|g| {
+                    lease_redis::discover(conn.clone(), options(g).with_cancel_type())
+                        .expect("valid")
+                })
                 .collect()
         });
         drained_on_tokio(&rt, server, streams)
@@ -338,7 +342,10 @@ mod adapters {
             let client = Builder::from_config(config).build().expect("client");
             client.init().await.expect("connect");
             (0..groups)
-                .map(|g| lease_fred::discover(client.clone(), options(g).into()).expect("valid"))
+                .map(|g| {
+                    lease_fred::discover(client.clone(), options(g).with_cancel_type())
+                        .expect("valid")
+                })
                 .collect()
         });
         drained_on_tokio(&rt, server, streams)
@@ -387,9 +394,13 @@ mod adapters {
             let mut streams = Vec::new();
             for g in 0..groups {
                 let ex2 = ex.clone();
-                let mut s = lease_smol::discover_with(conn.clone(), options(g).into(), move |w| {
-                    ex2.spawn(w).detach();
-                })
+                let mut s = lease_smol::discover_with(
+                    conn.clone(),
+                    options(g).with_cancel_type(),
+                    move |w| {
+                        ex2.spawn(w).detach();
+                    },
+                )
                 .expect("valid");
                 streams.push(ex.spawn(async move { while s.next().await.is_some() {} }));
             }

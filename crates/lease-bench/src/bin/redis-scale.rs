@@ -20,6 +20,7 @@
 //! round-robin over the
 //! connections.
 
+use lease_bench::Classic as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -164,7 +165,7 @@ async fn consume(
 async fn start(server: &RedisServer, s: Setup, counts: &Arc<Counts>) -> Box<dyn std::any::Any> {
     let options = |g: usize| {
         s.spread
-            .apply(lease_core::Options::new(format!("scale-{g}"), s.l).with_mode(s.mode))
+            .apply(lease_core::Options::new(format!("scale-{g}"), s.l).classic(s.mode))
     };
     let mut config = redis::AsyncConnectionConfig::new().set_response_timeout(s.response_timeout);
     if let Some(size) = s.pipeline_buffer {
@@ -184,7 +185,8 @@ async fn start(server: &RedisServer, s: Setup, counts: &Arc<Counts>) -> Box<dyn 
             let mut tasks = Vec::with_capacity(s.groups);
             for g in 0..s.groups {
                 let conn = conns[g % conns.len()].clone();
-                let pairs = lease_redis::discover(conn, options(g).into()).expect("valid options");
+                let pairs = lease_redis::discover(conn, options(g).with_cancel_type())
+                    .expect("valid options");
                 tasks.push(tokio_util_abort(tokio::spawn(consume(
                     pairs,
                     counts.clone(),
@@ -204,7 +206,8 @@ async fn start(server: &RedisServer, s: Setup, counts: &Arc<Counts>) -> Box<dyn 
             let mut tasks = Vec::with_capacity(s.groups);
             for g in 0..s.groups {
                 let c = clients[g % clients.len()].clone();
-                let pairs = lease_fred::discover(c, options(g).into()).expect("valid options");
+                let pairs =
+                    lease_fred::discover(c, options(g).with_cancel_type()).expect("valid options");
                 tasks.push(tokio_util_abort(tokio::spawn(consume(
                     pairs,
                     counts.clone(),
@@ -234,15 +237,16 @@ async fn start(server: &RedisServer, s: Setup, counts: &Arc<Counts>) -> Box<dyn 
             for g in 0..s.groups {
                 let conn = conns[g % conns.len()].clone();
                 let task = if s.smol_global {
-                    let pairs =
-                        lease_smol::discover(conn, options(g).into()).expect("valid options");
+                    let pairs = lease_smol::discover(conn, options(g).with_cancel_type())
+                        .expect("valid options");
                     smol::spawn(consume(pairs, counts.clone()))
                 } else {
                     let ex = smol_executor(s.threads);
-                    let pairs = lease_smol::discover_with(conn, options(g).into(), |w| {
-                        ex.spawn(w).detach();
-                    })
-                    .expect("valid options");
+                    let pairs =
+                        lease_smol::discover_with(conn, options(g).with_cancel_type(), |w| {
+                            ex.spawn(w).detach();
+                        })
+                        .expect("valid options");
                     ex.spawn(consume(pairs, counts.clone()))
                 };
                 tasks.push(task);

@@ -14,6 +14,7 @@
 //! Usage: `redis-settled [--intervals N] [--workers N] [--mode ranked|arrival] [MS ...]`
 //! (default: 1,000 intervals, 16 workers, ranked, 300 200 100 75 50).
 
+use lease_bench::Classic as _;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -65,12 +66,12 @@ async fn run(server: &RedisServer, l: Duration, workers: usize, intervals: u32, 
             .await
             .expect("connect");
         let options =
-            lease_redis::Options::from(lease_core::Options::new(name.as_str(), l).with_mode(mode));
+            lease_redis::Options::from(lease_core::Options::new(name.as_str(), l).classic(mode));
         let mut pairs = lease_redis::discover(conn, options).expect("valid options");
         let tx = tx.clone();
         tasks.push(tokio::spawn(async move {
             while let Some(p) = pairs.next().await {
-                let _ = tx.send((w, p.lease().map(|l| (l.i(), l.n()))));
+                let _ = tx.send((w, p.lease().and_then(|l| l.pair()).map(|p| (p.i(), p.n()))));
             }
         }));
     }

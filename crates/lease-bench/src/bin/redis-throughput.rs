@@ -14,20 +14,21 @@
 //!
 //! Usage: `redis-throughput [--clients C] [--requests N]` (default 50, 200,000).
 
+use lease_bench::Classic as _;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use lease_bench::{Table, header, load_average};
-use lease_core::{Mode, Options, Reply, Script, Token, Worker};
+use lease_core::{Identity, Mode, Options, Reply, Script, Worker};
 use lease_testkit::RedisServer;
 use redis::Value;
 use redis::aio::MultiplexedConnection;
 
 /// The keys and arguments of a real registration for the current interval.
 async fn registration(conn: &mut MultiplexedConnection, mode: Mode) -> (Vec<String>, Vec<String>) {
-    let options = Options::new("tput", Duration::from_secs(86_400)).with_mode(mode);
+    let options: Options = Options::new("tput", Duration::from_secs(86_400)).classic(mode);
     let now = Instant::now();
-    let mut w = Worker::new(&options, Token::seeded(0x7e57, 0), now).expect("valid");
+    let mut w = Worker::new(&options, Identity::seeded(0x7e57, 0), now).expect("valid");
     w.handle_timeout(now);
     for _ in 0..4 {
         let t = w.poll_transmit().expect("a registration is due");

@@ -43,11 +43,12 @@
 //!
 //! Usage: `sim-figures [--seeds N] [--regime SUBSTRING] [--per-seed] [--handover | --scenarios]`.
 
+use lease_bench::Classic as _;
 use std::time::Duration;
 
 use lease_bench::{SplitMix, Table, header, mean, percentile};
 use lease_core::ownership::Mapping;
-use lease_core::{HandoverMode, Mode, Options, Slot};
+use lease_core::{Handover, Mode, Options, Pair};
 use lease_history::checker::{Holding, TaskCoverage, task_moves};
 use lease_history::tasks::{TASKS, TaskSet};
 use lease_history::{Checker, Record};
@@ -140,7 +141,7 @@ fn in_l(us: u64) -> f64 {
 /// The join instants and every scenario choice come from `scenario`, which
 /// is seeded alike in both modes.
 fn start(seed: u64, mode: Mode, r: &Regime, scenario: &mut SplitMix) -> (Sim, Vec<WorkerId>) {
-    let options = Options::new("g", L).with_gap(r.gap).with_mode(mode);
+    let options = Options::new("g", L).with_gap(r.gap).classic(mode);
     let mut cfg = SimConfig::new(seed, options);
     cfg.network = r.network.clone();
     let mut sim = Sim::new(cfg).expect("valid options");
@@ -185,9 +186,13 @@ fn run_seed(seed: u64, mode: Mode, r: &Regime) -> Outcome {
     let (mut sim, ws) = start(seed, mode, r, &mut scenario);
     let t = L * EVENT_AT + L.mul_f64(scenario.unit());
     sim.run_until(t);
-    let before: Vec<Option<Slot>> = ws
+    let before: Vec<Option<Pair>> = ws
         .iter()
-        .map(|&w| sim.lease(w).map(|l| l.slot()).or_else(|| last_own(&sim, w)))
+        .map(|&w| {
+            sim.lease(w)
+                .and_then(|l| l.pair())
+                .or_else(|| last_own(&sim, w))
+        })
         .collect();
     let newcomer = sim.schedule_join(t);
     sim.run_until(L * HORIZON);
@@ -235,10 +240,10 @@ fn run_seed(seed: u64, mode: Mode, r: &Regime) -> Outcome {
 }
 
 /// The pair of `w`'s latest `own` line.
-fn last_own(sim: &Sim, w: WorkerId) -> Option<Slot> {
+fn last_own(sim: &Sim, w: WorkerId) -> Option<Pair> {
     let name = w.to_string();
     sim.history().iter().rev().find_map(|r| match r {
-        Record::Own { worker, i, n, .. } if *worker == name => Slot::new(*i, *n),
+        Record::Own { worker, i, n, .. } if *worker == name => Pair::new(*i, *n),
         _ => None,
     })
 }
@@ -329,13 +334,19 @@ fn start_variant(
     network: Network,
     scenario: &mut SplitMix,
 ) -> (Sim, Vec<WorkerId>) {
-    let mut options = Options::new("g", L).with_gap(0.15).with_mode(v.mode);
-    options.drain_budget = v.drain_budget;
-    options.graceful_leave = v.graceful;
-    if v.incremental {
+    let mut options = Options::new("g", L).with_gap(0.15).classic(v.mode);
+    if v.mode == Mode::Ranked {
+        let handover = if v.incremental {
+            Handover::TaskSets
+        } else {
+            Handover::WholePairs
+        };
         options = options
-            .with_mapping(Mapping::Consistent)
-            .with_handover(HandoverMode::Incremental);
+            .with_handover(handover)
+            .with_graceful_leave(v.graceful);
+        if let Some(b) = v.drain_budget {
+            options = options.with_drain_budget(b);
+        }
     }
     let mut cfg = SimConfig::new(seed, options);
     cfg.network = network;
@@ -373,10 +384,12 @@ fn leave_window(seed: u64, v: Variant, n0: usize) -> (f64, f64, u64) {
     let t = L * EVENT_AT + L.mul_f64(scenario.unit());
     sim.run_until(t);
     let target = n0 as u32 / 2;
-    let Some((gone, lease)) = ws
-        .iter()
-        .find_map(|&w| sim.lease(w).filter(|l| l.i() == target).map(|l| (w, l)))
-    else {
+    let Some((gone, lease)) = ws.iter().find_map(|&w| {
+        sim.lease(w)
+            .and_then(|l| l.pair())
+            .filter(|p| p.i() == target)
+            .map(|p| (w, p))
+    }) else {
         return (f64::NAN, f64::NAN, 0);
     };
     sim.act(Action::Cancel(gone));

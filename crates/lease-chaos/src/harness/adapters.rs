@@ -131,7 +131,7 @@ fn redis(spec: WorkerSpec) {
         return;
     };
     runtime.block_on(async move {
-        let options = lease_redis::Options::from(options).with_cancel(ctx.cancel.clone());
+        let options = options.with_cancel_type().with_cancel(ctx.cancel.clone());
         let pairs = match endpoint {
             Endpoint::Url(url) => match connection_manager(&url) {
                 Ok(conn) => lease_redis::discover(conn, options),
@@ -206,7 +206,7 @@ fn fred(spec: WorkerSpec) {
             // The connection task keeps running on this runtime.
             Some(Ok(_connection)) => {}
         }
-        let options = lease_fred::Options::from(options).with_cancel(ctx.cancel.clone());
+        let options = options.with_cancel_type().with_cancel(ctx.cancel.clone());
         let pairs = match lease_fred::discover(client, options) {
             Ok(p) => p,
             Err(e) => return ctx.failed(e),
@@ -249,7 +249,7 @@ fn smol(spec: WorkerSpec) {
                 relay.cancel();
             })
             .detach();
-        let options = lease_smol::Options::from(options).with_cancel(stop);
+        let options = options.with_cancel_type().with_cancel(stop);
         let spawn = |worker| executor.spawn(worker).detach();
         let pairs = match lease_smol::discover_with(conn, options, spawn) {
             Ok(p) => p,

@@ -31,7 +31,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use futures::channel::mpsc::UnboundedSender;
-use lease_core::{IdleReason, Lease, Tasks};
+use lease_core::{IdleReason, Lease};
 use lease_history::Part;
 use lease_history::{HistoryWriter, LeaveHow, PartEnd, Record};
 use tokio_util::sync::CancellationToken;
@@ -116,7 +116,7 @@ struct Live {
     thread: Option<JoinHandle<()>>,
     held: Option<(Lease, u64)>,
     /// The task set its loop holds (incremental handover).
-    held_tasks: Option<Tasks>,
+    held_tasks: Option<Lease>,
     /// The thread said it ended (or was given up on).
     gone: bool,
     /// A crash or cancel order was sent.
@@ -134,7 +134,7 @@ pub struct WorkerView<'a> {
     pub held: Option<&'a Lease>,
     /// The task set its loop holds, if any (incremental handover; parts
     /// may have run out).
-    pub tasks: Option<&'a Tasks>,
+    pub tasks: Option<&'a Lease>,
     /// A crash or cancel order was sent to it.
     pub leaving: bool,
 }
@@ -386,13 +386,8 @@ impl Harness {
                 // A second pair without the idle one in between is written
                 // as it came: the checker reports it.
                 w.held = Some((lease.clone(), at_us));
-                self.record(Record::own(
-                    &name,
-                    lease.i(),
-                    lease.n(),
-                    lease.token(),
-                    at_us,
-                ))?;
+                let (i, n) = whole_pair(&lease);
+                self.record(Record::own(&name, i, n, lease.token(), at_us))?;
                 Ok(Some(Happened::Own {
                     id,
                     name,
@@ -428,7 +423,7 @@ impl Harness {
 
     /// A task set received (incremental handover): an `own` with its parts
     /// at the instant the holding began (it replaces the previous one).
-    fn tasks(&mut self, id: WorkerId, tasks: Tasks) -> Result<Option<Happened>, HarnessError> {
+    fn tasks(&mut self, id: WorkerId, tasks: Lease) -> Result<Option<Happened>, HarnessError> {
         let at_us = self.us(tasks.since());
         let Some(w) = self.workers.get_mut(&id).filter(|w| !w.gone) else {
             return Ok(None);
@@ -444,9 +439,9 @@ impl Harness {
 
     /// The lines ending the task set `tasks`, at `at` at the latest (each
     /// part at its own deadline if that is earlier).
-    fn end_tasks(&mut self, name: &str, tasks: &Tasks, at: Instant) -> Result<(), HarnessError> {
+    fn end_tasks(&mut self, name: &str, tasks: &Lease, at: Instant) -> Result<(), HarnessError> {
         let parts: Vec<PartEnd> = tasks
-            .leases()
+            .parts()
             .iter()
             .zip(tasks.history_parts())
             .map(|(l, p)| PartEnd {
@@ -473,7 +468,7 @@ impl Harness {
         reason: Option<IdleReason>,
     ) -> Result<(), HarnessError> {
         let at_us = self.us(ended).max(own_us);
-        let (i, n) = (lease.i(), lease.n());
+        let (i, n) = whole_pair(lease);
         let record = match reason.and_then(|r| r.as_str().parse().ok()) {
             Some(reason) => Record::release_because(name, i, n, reason, at_us),
             None => Record::release(name, i, n, at_us),
@@ -578,7 +573,16 @@ impl Harness {
 }
 
 /// The history's name of a task set's mapping.
-fn history_mapping(tasks: &Tasks) -> lease_history::Mapping {
+/// The pair of a whole-pair lease (the harness hands whole pairs here and
+/// task sets to `tasks`); a lease of parts reports its newest pair.
+pub fn whole_pair(lease: &Lease) -> (u32, u32) {
+    lease
+        .pair()
+        .or_else(|| lease.newest_pair())
+        .map_or((0, 1), |p| (p.i(), p.n()))
+}
+
+fn history_mapping(tasks: &Lease) -> lease_history::Mapping {
     match tasks.mapping() {
         lease_core::ownership::Mapping::Modulo => lease_history::Mapping::Modulo,
         lease_core::ownership::Mapping::Consistent => lease_history::Mapping::Consistent,

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use futures::channel::mpsc::UnboundedReceiver;
 use futures::{FutureExt, Stream, StreamExt, select_biased};
-use lease_core::{Assignment, IdleReason, Lease, Tasks};
+use lease_core::{Assignment, IdleReason, Lease, Mapping};
 use tokio_util::sync::CancellationToken;
 
 use crate::sink::FencingSink;
@@ -51,7 +51,7 @@ pub(crate) enum Msg {
         id: u64,
         pair: Option<Lease>,
         /// The task set received (incremental handover), instead of a pair.
-        tasks: Option<Tasks>,
+        tasks: Option<Lease>,
         reason: Option<IdleReason>,
         at: Instant,
     },
@@ -130,7 +130,7 @@ where
 {
     let mut pairs = pairs.fuse();
     let mut held: Option<Lease> = None;
-    let mut held_tasks: Option<Tasks> = None;
+    let mut held_tasks: Option<Lease> = None;
     let mut pending_stall: Option<Duration> = None;
     // Without work, the loop only wakes for pairs and orders.
     let tick_every = ctx
@@ -161,11 +161,17 @@ where
                     Some(assignment) => {
                         let reason = match &assignment {
                             Assignment::Idle(idle) => Some(idle.reason),
-                            Assignment::Held(_) | Assignment::Tasks(_) => None,
+                            Assignment::Held(_) => None,
                         };
-                        let tasks = assignment.tasks().cloned();
+                        // Whole pairs under modulo go as pairs, everything
+                        // else as task sets (judged per task).
+                        let lease = assignment.into_lease();
+                        let (pair, tasks) = match lease {
+                            Some(l) if l.mapping() == Mapping::Modulo && l.pair().is_some() => (Some(l), None),
+                            Some(l) => (None, Some(l)),
+                            None => (None, None),
+                        };
                         held_tasks.clone_from(&tasks);
-                        let pair = assignment.into_lease();
                         held.clone_from(&pair);
                         if ctx.events.send(Msg::Pair { id: ctx.id, pair, tasks, reason, at }).is_err() {
                             return;
@@ -200,7 +206,8 @@ fn work(held: Option<&Lease>, pending_stall: &mut Option<Duration>, w: &Work, id
         }
         return;
     };
-    let (i, n) = (u64::from(lease.i()), u64::from(lease.n()));
+    let (i, n) = super::whole_pair(lease);
+    let (i, n) = (u64::from(i), u64::from(n));
     let mut task = i;
     while task < w.tasks {
         if !lease.is_valid() {
@@ -228,7 +235,7 @@ fn work(held: Option<&Lease>, pending_stall: &mut Option<Duration>, w: &Work, id
 /// One round of tasks of a task set (incremental handover): every task of
 /// `0..tasks` the set owns at that instant, each result written with the
 /// token of the part that holds it.
-fn work_tasks(tasks: &Tasks, pending_stall: &mut Option<Duration>, w: &Work, id: u64) {
+fn work_tasks(tasks: &Lease, pending_stall: &mut Option<Duration>, w: &Work, id: u64) {
     for task in 0..w.tasks {
         let Some(token) = tasks.token_for(task) else {
             continue;

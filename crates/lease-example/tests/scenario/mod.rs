@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures_util::StreamExt as _;
 use lease_example::{MemoryStore, ResultStore, Work, recorder, work};
 use lease_history::work::{TaskRecorder, TaskSummary, check_tasks};
-use lease_redis::{Assignment, CancellationToken, GroupOptions, Options, Token};
+use lease_redis::{Assignment, CancellationToken, Identity, Options};
 use lease_sim::{RedisFaults, SimRedis, SimRedisConfig};
 use tokio::time::{Instant, sleep_until};
 
@@ -134,15 +134,16 @@ pub async fn scenario(
     let recorder = recorder();
     let store = MemoryStore::new();
     let stop = CancellationToken::new();
-    let group = GroupOptions::new("invoices", L);
+    let group = Options::new("invoices", L);
     let work_options = Work::default();
     let stall_at = t0 + Duration::from_secs(11);
     let mut workers = Vec::new();
     for w in 0..3u64 {
         let name = format!("w{w}");
-        let options = Options::from(group.clone())
+        let options = group
+            .clone()
             .with_cancel(stop.clone())
-            .with_token(Token::seeded(seed, w));
+            .with_identity(Identity::seeded(seed, w));
         let assignments = connect(client, &redis, &name, options).await;
         let store = Stalling {
             inner: store.clone(),
@@ -223,7 +224,7 @@ pub fn turmoil_scenario(seed: u64, which: Loop, faults: RedisFaults) -> (String,
     let recorder = TaskRecorder::new(move || origin + turmoil::sim_elapsed().unwrap_or_default());
     let store = MemoryStore::new();
     let stop = CancellationToken::new();
-    let group = GroupOptions::new("invoices", L);
+    let group = Options::new("invoices", L);
     let faults_recorder = recorder.clone();
     let stopper = stop.clone();
     let worker = move |w: u64| {
@@ -233,9 +234,9 @@ pub fn turmoil_scenario(seed: u64, which: Loop, faults: RedisFaults) -> (String,
         async move {
             let t0 = Instant::now();
             let redis = lease_sim::turmoil::TurmoilConnection::new("redis:6379", L);
-            let options = Options::from(group)
+            let options = group
                 .with_cancel(stop)
-                .with_token(Token::seeded(seed, w));
+                .with_identity(Identity::seeded(seed, w));
             let assignments = lease_redis::discover(redis, options)?;
             let stall_at = t0 + Duration::from_secs(11);
             let store = Stalling {

@@ -1,18 +1,37 @@
 //! Helpers shared by the simulator's integration tests.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod search;
+
 use std::time::Duration;
 
-use lease_core::{Assignment, Event, Mode, Options};
+use lease_core::{Assignment, Counting, Event, Handover, Mode, Options};
 use lease_sim::{Network, Observed, Sim, SimConfig, WorkerId};
 
 /// Interval used by the liveness tests (virtual time).
 pub const L: Duration = Duration::from_secs(1);
 
+/// `options` counting in `mode` with the whole-pair handover and a cancel
+/// that does not leave: the shape these tests measure (pairs, slot indices,
+/// stand-downs of whole pairs). Task sets have tests of their own.
+pub fn classic(options: Options, mode: Mode) -> Options {
+    match mode {
+        Mode::Ranked => options
+            .with_handover(Handover::WholePairs)
+            .with_graceful_leave(false),
+        Mode::Arrival => options.with_counting(Counting::Arrival),
+    }
+}
+
+/// The pair of a lease, when it is one whole pair.
+pub fn ij(lease: &lease_core::Lease) -> Option<(u32, u32)> {
+    lease.pair().map(|p| (p.i(), p.n()))
+}
+
 /// A simulation with `n` workers joining at random instants of the first
 /// interval.
 pub fn group(seed: u64, mode: Mode, gap: f64, n: usize, network: Network) -> (Sim, Vec<WorkerId>) {
-    let options = Options::new("g", L).with_gap(gap).with_mode(mode);
+    let options = classic(Options::new("g", L).with_gap(gap), mode);
     let mut cfg = SimConfig::new(seed, options);
     cfg.network = network;
     let mut sim = Sim::new(cfg).expect("valid options");
@@ -26,7 +45,7 @@ pub fn group(seed: u64, mode: Mode, gap: f64, n: usize, network: Network) -> (Si
 pub fn settled(sim: &Sim, ws: &[WorkerId]) -> bool {
     let mut slots: Vec<(u32, u32)> = ws
         .iter()
-        .filter_map(|&w| sim.lease(w).map(|l| (l.i(), l.n())))
+        .filter_map(|&w| sim.lease(w).and_then(|l| ij(&l)))
         .collect();
     slots.sort_unstable();
     let n = ws.len() as u32;
@@ -53,7 +72,9 @@ pub fn run_until_settled(sim: &mut Sim, ws: &[WorkerId], limit: Duration) -> Opt
 
 /// The slot index each worker holds now.
 pub fn indices(sim: &Sim, ws: &[WorkerId]) -> Vec<Option<u32>> {
-    ws.iter().map(|&w| sim.lease(w).map(|l| l.i())).collect()
+    ws.iter()
+        .map(|&w| sim.lease(w).and_then(|l| ij(&l)).map(|(i, _)| i))
+        .collect()
 }
 
 /// Pair changes (grants and releases) the workers' loops saw.

@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 
 use lease_core::ownership::Mapping;
 use lease_core::{
-    Assignment, Event, IdleReason, Lease, Mode, Options, RequestId, Tasks, Token, Worker,
+    Assignment, Counting, Event, Handover, Identity, IdleReason, Lease, Mode, Options, RequestId,
+    Worker,
 };
 use lease_history::{self as checker, LeaveHow, Part, PartEnd, Record, Summary};
 use lease_sim::SimStore;
@@ -250,9 +251,9 @@ pub(crate) fn server_secs(s: i64) -> String {
 /// Tokens whose early-schedule spreads (rule 8) are the fraction `spread` of
 /// the spread, distinct in their low bits: a worker with a smaller `spread`
 /// sorts first among newcomers.
-pub(crate) fn token_at(spread: f64, w: usize) -> Token {
+pub(crate) fn token_at(spread: f64, w: usize) -> Identity {
     let high = (spread * 18_446_744_073_709_551_616.0) as u64;
-    Token::from_bits_same_worker_if_reused((u128::from(high) << 64) | (w as u128 + 1))
+    Identity::from_bits_same_worker_if_reused((u128::from(high) << 64) | (w as u128 + 1))
 }
 
 /// The broken holder of exhaustive.rs's negative control: what it believes
@@ -266,13 +267,12 @@ struct BrokenHold {
 
 struct Proc {
     options: Options,
-    token: Token,
+    token: Identity,
     core: Option<Worker>,
     crashed: bool,
     wake_gen: u64,
     stalled_until: u64,
     held: Option<Lease>,
-    held_tasks: Option<Tasks>,
     sent: Vec<(RequestId, u64)>,
     nth: u32,
     broken: Option<BrokenHold>,
@@ -401,7 +401,7 @@ impl<N: Net> Driver<N> {
     }
 
     /// Adds a worker that starts at true `at`; returns its number.
-    pub(crate) fn join(&mut self, at: u64, options: Options, token: Token) -> usize {
+    pub(crate) fn join(&mut self, at: u64, options: Options, token: Identity) -> usize {
         let w = self.procs.len();
         self.procs.push(Proc {
             options,
@@ -411,7 +411,6 @@ impl<N: Net> Driver<N> {
             wake_gen: 0,
             stalled_until: 0,
             held: None,
-            held_tasks: None,
             sent: Vec::new(),
             nth: 0,
             broken: None,
@@ -542,13 +541,13 @@ impl<N: Net> Driver<N> {
             .enumerate()
             .filter_map(|(w, p)| {
                 let core = p.core.as_ref()?;
-                let mapping = p.options.mapping;
-                if let Some(l) = core.lease_at(now) {
-                    return Some((w, true, vec![[l.i(), l.n(), l.i(), l.n()]], mapping));
+                let mapping = p.options.mapping();
+                let t = core.lease_at(now)?;
+                if let Some((i, n)) = whole_pair(t) {
+                    return Some((w, true, vec![[i, n, i, n]], mapping));
                 }
-                let t = core.tasks_at(now)?;
                 let parts: Vec<[u32; 4]> = t
-                    .leases()
+                    .parts()
                     .iter()
                     .filter(|l| l.is_valid_at(now))
                     .map(|l| l.part().describe())
@@ -566,11 +565,7 @@ impl<N: Net> Driver<N> {
         let holders = self
             .procs
             .iter()
-            .filter(|p| {
-                p.core
-                    .as_ref()
-                    .is_some_and(|c| c.lease_at(now).is_some() || c.tasks_at(now).is_some())
-            })
+            .filter(|p| p.core.as_ref().is_some_and(|c| c.lease_at(now).is_some()))
             .count();
         if holders < 2 && self.open.is_empty() {
             return;
@@ -677,7 +672,7 @@ impl<N: Net> Driver<N> {
                 let values = if leave {
                     self.store.execute_leave(server, keys_ref, &args)
                 } else {
-                    let mode = self.procs[worker].options.mode;
+                    let mode = self.procs[worker].options.mode();
                     self.store.execute(mode, server, keys_ref, &args)
                 }
                 .expect("the store runs every script the core sends");
@@ -769,11 +764,11 @@ impl<N: Net> Driver<N> {
     /// True deadlines of what worker `w` holds.
     fn deadlines(&self, w: usize) -> Vec<u64> {
         let p = &self.procs[w];
-        let mut out: Vec<u64> = p.held.iter().map(|l| self.true_of(l.deadline())).collect();
-        if let Some(t) = &p.held_tasks {
-            out.extend(t.leases().iter().map(|l| self.true_of(l.deadline())));
-        }
-        out
+        p.held
+            .iter()
+            .flat_map(|l| l.parts())
+            .map(|l| self.true_of(l.deadline()))
+            .collect()
     }
 
     /// Feeds one input to worker `w` now, then does what an adapter does.
@@ -892,13 +887,20 @@ impl<N: Net> Driver<N> {
         match event {
             Event::Assignment(Assignment::Held(lease)) => {
                 self.granted = true;
-                self.history.push(Record::own(
-                    Self::name(w),
-                    lease.i(),
-                    lease.n(),
-                    lease.token(),
-                    now,
-                ));
+                let Some((i, n)) = whole_pair(&lease) else {
+                    // A task-set value replaces the holding from the instant
+                    // it began (a part's end noticed late is written at that
+                    // end).
+                    let at = self.true_of(lease.since()).min(now);
+                    let mapping = history_mapping(lease.mapping());
+                    let parts = lease.history_parts().into_iter().map(Part::from);
+                    self.history
+                        .extend(Record::own_task_set(Self::name(w), mapping, parts, at));
+                    self.procs[w].held = Some(lease);
+                    return;
+                };
+                self.history
+                    .push(Record::own(Self::name(w), i, n, lease.token(), now));
                 if self.track_broken {
                     let deadline = self.true_of(lease.deadline());
                     if let Some(b) = self.procs[w].broken.take() {
@@ -909,30 +911,15 @@ impl<N: Net> Driver<N> {
                             b.until.min(now),
                         ));
                     }
-                    self.broken.push(Record::own(
-                        Self::name(w),
-                        lease.i(),
-                        lease.n(),
-                        lease.token(),
-                        now,
-                    ));
+                    self.broken
+                        .push(Record::own(Self::name(w), i, n, lease.token(), now));
                     self.procs[w].broken = Some(BrokenHold {
-                        i: lease.i(),
-                        n: lease.n(),
+                        i,
+                        n,
                         until: deadline,
                     });
                 }
                 self.procs[w].held = Some(lease);
-            }
-            // A task-set value replaces the holding from the instant it
-            // began (a part's end noticed late is written at that end).
-            Event::Assignment(Assignment::Tasks(tasks)) => {
-                let at = self.true_of(tasks.since()).min(now);
-                let mapping = history_mapping(tasks.mapping());
-                let parts = tasks.history_parts().into_iter().map(Part::from);
-                self.history
-                    .extend(Record::own_task_set(Self::name(w), mapping, parts, at));
-                self.procs[w].held_tasks = Some(tasks);
             }
             Event::Assignment(Assignment::Idle(idle)) => {
                 let at = self.true_of(idle.since).min(now);
@@ -941,8 +928,12 @@ impl<N: Net> Driver<N> {
                     Err(_) => Record::release(Self::name(w), i, n, at),
                 };
                 if let Some(ended) = &idle.ended {
-                    self.history.push(release(ended.i(), ended.n()));
-                    self.procs[w].held = None;
+                    let last = self.procs[w].held.take();
+                    let last = last.as_ref().unwrap_or(ended);
+                    let (i, n) = whole_pair(last)
+                        .or_else(|| last.newest_pair().map(|p| (p.i(), p.n())))
+                        .unwrap_or((0, 1));
+                    self.history.push(release(i, n));
                     // The broken holder trusts its own deadline over expiry,
                     // but gives the pair back when told to.
                     if self.track_broken
@@ -952,13 +943,6 @@ impl<N: Net> Driver<N> {
                         self.broken
                             .push(Record::release(Self::name(w), b.i, b.n, b.until.min(at)));
                     }
-                }
-                if let Some(tasks) = &idle.ended_tasks {
-                    let newest = tasks.history_parts().into_iter().max_by_key(|p| p.4);
-                    if let Some((i, n, _, _, _)) = newest {
-                        self.history.push(release(i, n));
-                    }
-                    self.procs[w].held_tasks = None;
                 }
             }
             // Written when the worker really stops (after a graceful
@@ -973,14 +957,14 @@ impl<N: Net> Driver<N> {
     fn finish(mut self) -> (Outcome, N) {
         let end = self.horizon;
         for w in 0..self.procs.len() {
-            if let Some(lease) = self.procs[w].held.take() {
+            let held = self.procs[w].held.take();
+            if let Some((i, n)) = held.as_ref().and_then(whole_pair) {
+                let lease = held.as_ref().expect("held");
                 let at = self.true_of(lease.deadline()).min(end);
-                self.history
-                    .push(Record::release(Self::name(w), lease.i(), lease.n(), at));
-            }
-            if let Some(tasks) = self.procs[w].held_tasks.take() {
+                self.history.push(Record::release(Self::name(w), i, n, at));
+            } else if let Some(tasks) = held {
                 let live: Vec<PartEnd> = tasks
-                    .leases()
+                    .parts()
                     .iter()
                     .zip(tasks.history_parts())
                     .map(|(l, p)| PartEnd {
@@ -1047,13 +1031,23 @@ pub(crate) fn common(mapping: Mapping, a: [u32; 4], b: [u32; 4]) -> u32 {
 /// Options of the runs: group `g`, interval `L`, `mode`; incremental
 /// handover takes the consistent mapping (rule 13).
 pub(crate) fn options(mode: Mode, gap: f64, incremental: bool) -> Options {
-    let o = Options::new("g", Duration::from_micros(L))
-        .with_gap(gap)
-        .with_mode(mode);
-    if incremental {
-        o.with_mapping(Mapping::Consistent)
-            .with_handover(lease_core::HandoverMode::Incremental)
-    } else {
-        o
+    let o = Options::new("g", Duration::from_micros(L)).with_gap(gap);
+    match (mode, incremental) {
+        (Mode::Arrival, _) => o.with_counting(Counting::Arrival),
+        (Mode::Ranked, true) => o
+            .with_handover(Handover::TaskSets)
+            .with_graceful_leave(false),
+        (Mode::Ranked, false) => o
+            .with_handover(Handover::WholePairs)
+            .with_graceful_leave(false),
     }
+}
+
+/// `(i, n)` when a lease is written as a whole pair: one whole pair under
+/// the modulo mapping; task sets are written with their parts.
+pub(crate) fn whole_pair(lease: &Lease) -> Option<(u32, u32)> {
+    let pair = lease
+        .pair()
+        .filter(|_| lease.mapping() == Mapping::Modulo)?;
+    Some((pair.i(), pair.n()))
 }

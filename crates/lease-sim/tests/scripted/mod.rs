@@ -32,6 +32,11 @@ fn micros(t0: Instant, at: std::time::Instant) -> u64 {
     at.saturating_duration_since(t0.into_std()).as_micros() as u64
 }
 
+/// The whole pair of a lease (these runs use whole pairs).
+pub(crate) fn pair(lease: &Lease) -> (u32, u32) {
+    lease.pair().map(|p| (p.i(), p.n())).expect("a whole pair")
+}
+
 /// Runs worker `name`'s loop: it records what the stream yields.
 pub(crate) fn record<S>(
     name: String,
@@ -50,15 +55,15 @@ where
             let now = micros(t0, tokio::time::Instant::now().into_std());
             match assignment {
                 Assignment::Held(l) => {
-                    h.records
-                        .push(Record::own(&name, l.i(), l.n(), l.token(), now));
+                    let (i, n) = pair(&l);
+                    h.records.push(Record::own(&name, i, n, l.token(), now));
                     h.held.insert(name.clone(), l);
                 }
-                Assignment::Tasks(_) => {}
                 Assignment::Idle(idle) => {
                     if let Some(l) = idle.ended {
                         let at = micros(t0, idle.since);
-                        h.records.push(Record::release(&name, l.i(), l.n(), at));
+                        let (i, n) = pair(&l);
+                        h.records.push(Record::release(&name, i, n, at));
                         h.held.remove(&name);
                     }
                 }
@@ -85,7 +90,8 @@ pub(crate) async fn play(
     let crashed = history.lock().unwrap().held.remove("w0");
     if let Some(l) = crashed {
         let end = micros(t0, l.deadline()).min(6_000_000);
-        note(Record::release("w0", l.i(), l.n(), end));
+        let (i, n) = pair(&l);
+        note(Record::release("w0", i, n, end));
     }
     note(Record::leave("w0", LeaveHow::Crash, 6_000_000));
     sleep_until(at(11)).await;

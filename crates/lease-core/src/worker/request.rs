@@ -1,0 +1,147 @@
+//! Requests: what is in flight, what is sent (keys and arguments of the
+//! scripts, rule 2), and which answers match the request they answer.
+
+use std::fmt::{Display, Write as _};
+use std::time::Instant;
+
+use crate::reply::{Reply, ReplyError};
+use crate::script::{Script, write_key};
+
+use super::config::Config;
+use super::identity::{Identity, RequestId};
+
+/// Interval number named by a newcomer's first request, which has no clock
+/// estimate yet: it never matches the server, so the script only reports its
+/// time (rule 2: the wrong-interval answer is the newcomer's clock probe).
+pub(super) const PROBE_INTERVAL: u64 = 1;
+
+/// One request in flight.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Pending {
+    pub(super) id: RequestId,
+    /// Local time of the send: every lease deadline is anchored here (rule 6).
+    pub(super) sent_at: i64,
+    /// The interval named in the keys.
+    pub(super) interval: u64,
+    /// When to stop waiting and retry (adaptive, rule 9).
+    pub(super) timeout_at: i64,
+    /// Timed out: a retry is under way, but under Ranked counting the reply
+    /// is still accepted (its deadline is anchored at its own send).
+    pub(super) timed_out: bool,
+    /// After this the reply is dropped.
+    pub(super) give_up_at: i64,
+}
+
+/// A request to send now: `EVALSHA script.sha1() 3 keys[0] keys[1] keys[2]
+/// args..` (or `EVAL script.source() ..` after `NOSCRIPT`).
+#[derive(Debug)]
+pub struct Transmit<'a> {
+    /// Feed the outcome back under this id.
+    pub id: RequestId,
+    /// The script to run.
+    pub script: &'static Script,
+    /// `KEYS`: the interval the worker expects, the one before it (the one
+    /// after it for a leave), and the group's rules record.
+    pub keys: [&'a str; 3],
+    /// `ARGV`.
+    pub args: &'a [String],
+    /// After this instant the reply is of no use: the driver may abandon the
+    /// request (and report it with [`crate::Worker::handle_failure`] or not
+    /// at all).
+    pub expires_at: Instant,
+}
+
+/// The keys and arguments of the next request, reused between requests so
+/// that a registration allocates nothing in steady state.
+#[derive(Debug)]
+pub(super) struct Buffers {
+    pub(super) keys: [String; 3],
+    pub(super) args: Vec<String>,
+}
+
+impl Buffers {
+    pub(super) fn new(cfg: &Config) -> Self {
+        let mut keys = [
+            String::with_capacity(64),
+            String::with_capacity(64),
+            String::with_capacity(64),
+        ];
+        crate::script::write_rules_key(&mut keys[2], &cfg.prefix, &cfg.name);
+        Self {
+            keys,
+            args: vec![String::with_capacity(40); 6],
+        }
+    }
+
+    /// A registration for interval `k` (rule 2): `KEYS = [k, k-1, rules]`,
+    /// `ARGV = [L, ttl, k, rules, identity, last position]` (the last two
+    /// under Ranked counting). A returning worker sends its last known
+    /// position (rule 15), a newcomer -1.
+    pub(super) fn registration(
+        &mut self,
+        cfg: &Config,
+        k: u64,
+        identity: Identity,
+        last: Option<u32>,
+    ) {
+        write_key(&mut self.keys[0], &cfg.prefix, &cfg.name, k);
+        write_key(
+            &mut self.keys[1],
+            &cfg.prefix,
+            &cfg.name,
+            k.saturating_sub(1),
+        );
+        let last = last.map_or(-1, i64::from);
+        let values: [&dyn Display; 6] = [
+            &cfg.interval_ms,
+            &cfg.ttl_ms,
+            &k,
+            &cfg.rules_record,
+            &identity,
+            &last,
+        ];
+        let count = match cfg.mode {
+            crate::Mode::Arrival => 4,
+            crate::Mode::Ranked => 6,
+        };
+        self.fill(&values[..count]);
+    }
+
+    /// A leave request (rule 16): `KEYS = [c, c+1, rules]`, `ARGV = [L, c,
+    /// rules, identity]`.
+    pub(super) fn leave(&mut self, cfg: &Config, c: u64, identity: Identity) {
+        write_key(&mut self.keys[0], &cfg.prefix, &cfg.name, c);
+        write_key(&mut self.keys[1], &cfg.prefix, &cfg.name, c + 1);
+        let values: [&dyn Display; 4] = [&cfg.interval_ms, &c, &cfg.rules_record, &identity];
+        self.fill(&values);
+    }
+
+    fn fill(&mut self, values: &[&dyn Display]) {
+        self.args
+            .resize_with(values.len(), || String::with_capacity(40));
+        for (arg, v) in self.args.iter_mut().zip(values) {
+            arg.clear();
+            let _ = write!(arg, "{v}");
+        }
+    }
+}
+
+/// A reply must be about the interval its keys named: a counted reply for
+/// another interval, or a wrong-interval reply naming the same one, is
+/// malformed.
+pub(super) fn check_interval(reply: &Reply, expected: u64) -> Result<(), ReplyError> {
+    let ok = match reply {
+        Reply::Counted(c) => c.interval == expected,
+        Reply::WrongInterval { interval, .. } => *interval != expected,
+        // The rules are checked before the interval: any interval may come.
+        Reply::Refused { .. } => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(ReplyError::UnexpectedInterval {
+            expected,
+            got: reply.interval(),
+        })
+    }
+}
