@@ -458,9 +458,9 @@ fn hole_filled(set: &[(f64, String)], token: &str, sabotage: PositionSabotage) -
     if sabotage.duplicates_keep {
         return hole_filled_keeping_duplicates(set, rank, sabotage.fillers_ignore_keepers);
     }
-    // A keeper is the first member with its score (`ZRANGEBYSCORE p p LIMIT
-    // 0 1` in the script): the set is sorted, so that is the member at the
-    // first index whose score is not below `p`.
+    // A keeper is the first member with its score (the first member
+    // `ZRANGEBYSCORE p p` lists in the script): the set is sorted, so that
+    // is the member at the first index whose score is not below `p`.
     if keepable(score, s) && set.partition_point(|(sc, _)| *sc < score) == rank {
         return Some(score as usize);
     }

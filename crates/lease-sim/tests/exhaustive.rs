@@ -54,10 +54,10 @@
 //!
 //! The oracle depends on the step chosen. Without a step, or with a forward
 //! step below `G`, both must hold entirely (rule 17's claim). With a
-//! backward step of any size (`G/4`, `G/2` or `2G`), exclusivity must hold
-//! but fencing tokens may repeat (rule 10). Forward steps of `2G` are outside
-//! the guarantee and not asserted: violating leaves are counted and the
-//! first one printed. A backward step of `2G` reopens an interval after
+//! backward step of each size the trees use (`G/4`, `G/2`, `2G`),
+//! exclusivity must hold but fencing tokens may repeat (rule 10). Forward
+//! steps of `2G` are outside the guarantee and not asserted: violating
+//! leaves are counted and the first one printed. A backward step of `2G` reopens an interval after
 //! some workers read it closed; the schedule in which that carried one
 //! position to two workers of the next set (closed by rule 15's duplicate
 //! clause) is pinned by
@@ -73,7 +73,8 @@
 //! - `duplicate_keepers_hand_one_position_to_two_workers_and_are_caught`
 //!   replays that schedule with `SimStore::sabotage_duplicate_keepers`
 //!   (every member carrying a position keeps it): two workers hold
-//!   position 0 of 2 to the end of the run, and both checks catch it.
+//!   position 0 of 2 to the end of the run, and both checks catch it; a
+//!   small tree around the schedule finds it by itself.
 //! - `holder_measuring_from_arrival_is_caught_by_the_search` feeds the
 //!   checker the spans of a deliberately broken holder that anchors every
 //!   grant and renewal at the reply's *arrival* instead of its send (rule 6
@@ -212,8 +213,8 @@ struct ClockStep {
 enum Class {
     /// No step, or a forward step below `G`: exclusivity and fencing.
     Guaranteed,
-    /// A backward step, of any size: exclusivity (fencing tokens may
-    /// repeat, rule 10).
+    /// A backward step, of each size the trees use: exclusivity (fencing
+    /// tokens may repeat, rule 10).
     Backward {
         /// The step is `G` or more.
         large: bool,
@@ -971,8 +972,9 @@ fn departure_step_trees() -> Vec<(Scenario, u64)> {
 
 /// Rule 17's claim, and rule 10's for backward steps: with a step of
 /// `G/4` or `G/2` forward anywhere the tree puts one, no two workers hold
-/// one task and tokens stay fenced; after a backward step of any size
-/// (`G/4`, `G/2`, `2G`) they stay exclusive. Around a join: one worker owns `(0, 1)`, a second joins.
+/// one task and tokens stay fenced; after a backward step of any size the
+/// tree uses (`G/4`, `G/2`, `2G`) they stay exclusive. Around a join: one
+/// worker owns `(0, 1)`, a second joins.
 #[test]
 fn clock_steps_below_the_gap_never_break_exclusivity_around_a_join_in_any_interleaving() {
     for (sc, leaves) in join_step_trees() {
@@ -1099,9 +1101,10 @@ fn counted(leaf: &Leaf, w: usize, k: u64) -> Vec<(i64, i64, i64)> {
 /// Whether worker `w` was handed a pair or a task set at or after `t`.
 fn granted_after(leaf: &Leaf, w: usize, t: u64) -> bool {
     let name = format!("w{w}");
-    leaf.outcome.history.iter().any(
-        |r| matches!(r, lease_history::Record::Own { worker, at_us, .. } if *worker == name && *at_us >= t),
-    )
+    leaf.outcome.history.iter().any(|r| match r {
+        lease_history::Record::Own { worker, at_us, .. } => *worker == name && *at_us >= t,
+        _ => false,
+    })
 }
 
 /// Rule 15's duplicate clause closes the hole the search found with a

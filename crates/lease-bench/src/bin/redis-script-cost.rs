@@ -13,13 +13,15 @@
 //! time), sending the position a worker would send. The scripts take turns
 //! pass by pass (one registration of every token), and the `EVALSHA` totals
 //! are read after every pass, so a change of the machine's load falls on
-//! all of them alike; each round starts on fresh keys. Revision 2 is also measured with `F` of the `N` as fillers (carried
-//! positions out of range after `F` departures), the slower path: each
-//! filler reads the keepers' scores, O(N), in the one closed interval after
-//! a change. Revision 2 without rule 15's duplicate clause (every member
-//! carrying a position keeps it, `ranked-duplicates-keep.lua`) is measured
-//! on the settled set too: the clause adds one `ZRANGEBYSCORE p p LIMIT 0 1`
-//! to a keeper's path, and the last column is its cost.
+//! all of them alike; each round starts on fresh keys. Revision 2 is also
+//! measured with `F` of the `N` as fillers (carried positions out of range
+//! after `F` departures), the slower path: each filler reads the keepers'
+//! scores, O(N), in the one closed interval after a change. Revision 2
+//! without rule 15's duplicate clause (every member carrying a position
+//! keeps it, `ranked-duplicates-keep.lua`) is measured on the settled set
+//! too: with the clause a keeper looks up the members with the score it
+//! sent (`ZRANGEBYSCORE p p`) instead of reading its own (`ZSCORE`), and
+//! the last column is what that costs.
 //!
 //! Usage: `redis-script-cost [--calls C] [--members N] [--fillers F]
 //! [--rounds R]` (defaults 3,000 per token, 16 members, 4 fillers, 2
