@@ -1,5 +1,5 @@
 //! The server side: one Lua script per counting mode, and the names of the
-//! keys it declares (DESIGN section 3, rules 1 and 2).
+//! keys it declares (rules 1 and 2 of docs/protocol.md).
 //!
 //! Adapters only move bytes: they send [`Script::sha1`] with `EVALSHA`, fall
 //! back to [`Script::source`] (`SCRIPT LOAD` or `EVAL`) on `NOSCRIPT`, and pass

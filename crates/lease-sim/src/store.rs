@@ -42,18 +42,18 @@ pub enum StoreError {
 }
 
 /// **Test only: breaks exclusivity.** A wrong leave script, for the
-/// negative controls of rule 16 (research §6.3): each one writes a closed
-/// set, which the correct script never does.
+/// negative controls of rule 16 (docs/protocol.md): each one writes a
+/// closed set, which the correct script never does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LeaveSabotage {
     /// Removes the token from the open set *and* from the closed set before
-    /// it (research `bad-also`).
+    /// it.
     AlsoClosed,
     /// Removes the token from the closed set before the open one only
-    /// (research `bad-instead`).
+    /// only.
     InsteadClosed,
     /// Removes the token from the interval the client named (`KEYS[1]`),
-    /// whatever the server's interval at execution (research `bad-named`).
+    /// whatever the server's interval at execution.
     ClientNamed,
 }
 
@@ -124,8 +124,8 @@ impl SimStore {
     }
 
     /// **Test only: breaks exclusivity.** With `true`, the scripts neither
-    /// check nor write the group's rules record (rule 12), as before the
-    /// record existed: workers with other rules count themselves alone.
+    /// check nor write the group's rules record (rule 12): workers with
+    /// other rules count themselves alone.
     pub fn sabotage_rules(&mut self, on: bool) {
         self.sabotage_rules = on;
     }

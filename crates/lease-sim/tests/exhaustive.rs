@@ -67,7 +67,7 @@
 //!
 //! - `without_rule_17_the_search_finds_the_forward_step_schedule` runs three
 //!   one-interval step trees (join, departure, departure with task sets)
-//!   with `sabotage_grant_from_early_registration`: the search must find a
+//!   with `NegativeControl::GrantFromEarlyRegistration`: the search must find a
 //!   schedule in which two workers hold one task under a forward step below
 //!   `G` (and prints it), while the same trees with the rule find none.
 //! - `duplicate_keepers_hand_one_position_to_two_workers_and_are_caught`
@@ -246,7 +246,7 @@ struct Scenario {
     leaves: Vec<Option<(usize, u64)>>,
     /// The run ends here (true microseconds).
     horizon: u64,
-    /// Rule 17 switched off (`sabotage_grant_from_early_registration`).
+    /// Rule 17 switched off (`NegativeControl::GrantFromEarlyRegistration`).
     sabotage_early: bool,
     /// Write the broken holder's history too.
     track_broken: bool,
@@ -1026,7 +1026,7 @@ fn a_graceful_leave_racing_a_registration_never_overlaps_in_any_interleaving() {
 }
 
 /// The power of the search: with rule 17 switched off
-/// (`sabotage_grant_from_early_registration`), the search finds by itself a
+/// (`NegativeControl::GrantFromEarlyRegistration`), the search finds by itself a
 /// schedule in which a forward step below the gap lets two workers hold one
 /// task, in whole-pair mode around a join and in incremental mode after a
 /// departure, and prints it; the same trees with the rule find none.

@@ -34,7 +34,8 @@ use lease_testkit::RedisServer;
 
 const L_MS: u64 = 86_400_000;
 
-/// Revision 1 of the Ranked counting part (before rule 15).
+/// Revision 1 of the Ranked counting part (plain ranks, no hole filling),
+/// kept to compare against.
 const REVISION_1: &str = include_str!("ranked-revision-1.lua");
 
 /// Revision 2 without rule 15's duplicate clause (not exclusive after a
