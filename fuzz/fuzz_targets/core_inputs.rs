@@ -22,7 +22,9 @@
 use std::time::{Duration, Instant};
 
 use arbitrary::Arbitrary;
-use lease_core::{MAX_SERVER_SECONDS, Mode, Options, ReplyError, RequestId, Token, Worker};
+use lease_core::{
+    Counting, Handover, Identity, MAX_SERVER_SECONDS, Mode, Options, ReplyError, RequestId, Worker,
+};
 use lease_fuzz::PairStream;
 use lease_sim::SimStore;
 use libfuzzer_sys::fuzz_target;
@@ -122,7 +124,7 @@ enum Op {
     Failure {
         to: Pick,
     },
-    /// The client could not decode the reply (`handle_parsed(Err(NotIntegers))`).
+    /// The client could not decode the reply (a failure: `NotIntegers`).
     NotIntegers {
         to: Pick,
     },
@@ -359,10 +361,8 @@ impl Harness {
             Op::NotIntegers { to } => {
                 if let Some(at) = self.pick(&to) {
                     let id = self.sent[at].id;
-                    let r = self
-                        .w
-                        .handle_parsed(self.now(), id, Err(ReplyError::NotIntegers));
-                    assert!(r.is_ok() || r == Err(ReplyError::NotIntegers));
+                    self.w
+                        .handle_failure(self.now(), id, &ReplyError::NotIntegers);
                 }
             }
             Op::Cancel => self.w.handle_cancel(self.now()),
@@ -395,13 +395,19 @@ fuzz_target!(|input: Input| {
         Mode::Ranked
     };
     let gap = f64::from(1 + input.gap % 499) / 1000.0;
-    let options = Options::new("fuzz", Duration::from_millis(interval_ms))
-        .with_gap(gap)
-        .with_mode(mode);
+    let options: Options = Options::new("fuzz", Duration::from_millis(interval_ms)).with_gap(gap);
+    // Whole pairs, a plain cancel: the stream's alternation rule (rule 11)
+    // that this target checks is the whole-pair one.
+    let options = match mode {
+        Mode::Arrival => options.with_counting(Counting::Arrival),
+        Mode::Ranked => options
+            .with_handover(Handover::WholePairs)
+            .with_graceful_leave(false),
+    };
     let t0 = Instant::now();
     let w = Worker::new(
         &options,
-        Token::from_bits_same_worker_if_reused(input.token),
+        Identity::from_bits_same_worker_if_reused(input.token),
         t0,
     )
     .expect("valid options");

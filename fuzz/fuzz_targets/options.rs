@@ -8,7 +8,9 @@
 use std::time::{Duration, Instant};
 
 use arbitrary::Arbitrary;
-use lease_core::{Event, MAX_INTERVAL, MAX_NAME_LEN, MAX_PREFIX_LEN, Mode, Options, Token, Worker};
+use lease_core::{
+    Counting, Event, Identity, MAX_INTERVAL, MAX_NAME_LEN, MAX_PREFIX_LEN, Mode, Options, Worker,
+};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Arbitrary, Debug)]
@@ -118,7 +120,7 @@ fuzz_target!(|input: Input| {
         None => {}
     }
     if input.arrival {
-        o = o.with_mode(Mode::Arrival);
+        o = o.with_counting(Counting::Arrival);
     }
 
     let verdict = o.validate();
@@ -132,7 +134,11 @@ fuzz_target!(|input: Input| {
     );
 
     let t0 = Instant::now();
-    let built = Worker::new(&o, Token::from_bits_same_worker_if_reused(input.token), t0);
+    let built = Worker::new(
+        &o,
+        Identity::from_bits_same_worker_if_reused(input.token),
+        t0,
+    );
     match (&verdict, &built) {
         (Ok(()), Ok(_)) => {}
         // Compared as text: `GapOutOfRange(NaN)` is not equal to itself.
@@ -162,11 +168,11 @@ fuzz_target!(|input: Input| {
     assert_eq!(worker.name(), o.name);
     assert_eq!(worker.prefix(), o.prefix);
     assert_eq!(worker.interval(), o.interval);
-    assert_eq!(worker.mode(), o.mode);
+    assert_eq!(worker.mode(), o.mode());
     assert_eq!(worker.gap().to_bits(), o.gap.to_bits());
     assert_eq!(
-        worker.token(),
-        Token::from_bits_same_worker_if_reused(input.token)
+        worker.identity(),
+        Identity::from_bits_same_worker_if_reused(input.token)
     );
 
     // First step: the opening idle pair, then a clock probe at once.
@@ -190,23 +196,41 @@ fuzz_target!(|input: Input| {
             assert_eq!(key.matches('{').count(), 1, "{key}");
             assert_eq!(key.matches('}').count(), 1, "{key}");
         }
-        let n_args = if o.mode == Mode::Ranked { 6 } else { 4 };
+        let n_args = if o.mode() == Mode::Ranked { 6 } else { 4 };
         assert_eq!(t.args.len(), n_args);
         assert_eq!(t.args[0], interval_ms.to_string());
         assert_eq!(t.args[1], (3 * interval_ms).to_string());
         assert_eq!(t.args[2], "1");
         assert_eq!(t.args[3], lease_core::GroupRules::of(&o).encode());
-        if o.mode == Mode::Ranked {
+        if o.mode() == Mode::Ranked {
             assert_eq!(t.args[4], format!("{:032x}", input.token));
             // A newcomer sends -1 as its last position (rule 15).
             assert_eq!(t.args[5], "-1");
         }
-        assert_eq!(t.script.mode(), o.mode);
+        assert_eq!(t.script.mode(), o.mode());
         assert!(t.expires_at > t0);
     }
     assert!(worker.poll_transmit().is_none());
     assert!(worker.poll_timeout().is_some_and(|t| t > t0));
     worker.handle_cancel(t0);
+    if o.graceful_leave() {
+        // A graceful leave removes the member first (rule 16): one leave
+        // request and, if it fails, one retry; then the worker stops.
+        for _ in 0..2 {
+            assert!(worker.is_leaving());
+            assert_eq!(worker.poll_event(), None);
+            let (id, expires_at) = {
+                let t = worker
+                    .poll_transmit()
+                    .expect("a leaving worker sends its leave at once");
+                assert!(t.script.is_leave());
+                (t.id, t.expires_at)
+            };
+            assert!(expires_at > t0);
+            worker.handle_failure(t0, id, &"fuzz: no answer");
+        }
+    }
     assert_eq!(worker.poll_event(), Some(Event::Stopped));
+    assert!(worker.is_stopped());
     assert!(worker.poll_timeout().is_none());
 });

@@ -24,7 +24,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use arbitrary::Arbitrary;
-use lease_core::{Lease, Mode, Options, RequestId, Token, Worker};
+use lease_core::{Counting, Handover, Identity, Lease, Mode, Options, RequestId, Worker};
 use lease_fuzz::PairStream;
 use lease_history::Record;
 use lease_sim::SimStore;
@@ -203,7 +203,7 @@ impl World {
         let now = self.instant(local_of(offset_us, drift_ppm, self.now));
         let worker = Worker::new(
             &self.options,
-            Token::from_bits_same_worker_if_reused(token),
+            Identity::from_bits_same_worker_if_reused(token),
             now,
         )
         .expect("valid options");
@@ -294,7 +294,8 @@ impl World {
                 let now = self.instant(p.local(self.now));
                 let l = p.worker.lease_at(now)?;
                 let name = format!("w{slot}.{}", p.incarnation);
-                Some((name, l.i(), l.n(), l.token()))
+                let pair = l.pair()?;
+                Some((name, pair.i(), pair.n(), l.token()))
             });
             if held == self.written[slot] {
                 continue;
@@ -519,9 +520,15 @@ fuzz_target!(|input: Input| {
         Mode::Ranked
     };
     let gap = f64::from(1 + input.gap % 499) / 1000.0;
-    let options = Options::new("fuzz", Duration::from_millis(interval_ms))
-        .with_gap(gap)
-        .with_mode(mode);
+    let options = Options::new("fuzz", Duration::from_millis(interval_ms)).with_gap(gap);
+    // Whole pairs, a plain cancel: the stream's alternation rule (rule 11)
+    // that this target checks is the whole-pair one.
+    let options = match mode {
+        Mode::Arrival => options.with_counting(Counting::Arrival),
+        Mode::Ranked => options
+            .with_handover(Handover::WholePairs)
+            .with_graceful_leave(false),
+    };
     let half = l_us / 2 + 1;
     let mut world = World {
         mode,

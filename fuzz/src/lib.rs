@@ -56,9 +56,9 @@ impl PairStream {
                 match (&idle.ended, self.held.take()) {
                     (Some(ended), Some((lease, granted))) => {
                         assert_eq!(
-                            ended.slot(),
-                            lease.slot(),
-                            "the idle value names another slot"
+                            ended.pair(),
+                            lease.pair(),
+                            "the idle value names another pair"
                         );
                         assert_eq!(
                             ended.token(),
@@ -94,7 +94,8 @@ impl PairStream {
                     "two leases without an idle value between: {:?} then {lease:?}",
                     self.held
                 );
-                assert!(lease.i() < lease.n());
+                let pair = lease.pair().expect("whole pairs: a lease is one pair");
+                assert!(pair.i() < pair.n());
                 assert!(
                     lease.is_valid_at(now),
                     "granted a lease already invalid at its grant"
@@ -146,7 +147,8 @@ impl PairStream {
                 l.is_valid_at(at),
                 "lease_at returned a lease invalid at that instant"
             );
-            assert!(l.i() < l.n());
+            let pair = l.pair().expect("whole pairs: a lease is one pair");
+            assert!(pair.i() < pair.n());
             let held = self
                 .held()
                 .expect("lease_at returns a lease that was never announced");
