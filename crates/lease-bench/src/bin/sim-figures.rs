@@ -418,7 +418,11 @@ fn leave_figures(seeds: u64) {
     let variants = [
         Variant {
             name: "ranked, graceful leave, b = G",
-            options: || classic(Mode::Ranked).with_graceful_leave(true).with_drain_budget(G),
+            options: || {
+                classic(Mode::Ranked)
+                    .with_graceful_leave(true)
+                    .with_drain_budget(G)
+            },
         },
         Variant {
             name: "ranked, graceful leave, b = 0",
@@ -550,9 +554,9 @@ fn quiet_times(holdings: &[Holding], mapping: Mapping, from: u64, to: u64) -> Ve
         let set = if h.parts.is_empty() {
             TaskSet::pair(mapping, h.i, h.n)
         } else {
-            h.parts
-                .iter()
-                .fold(TaskSet::default(), |s, p| s.union(&TaskSet::part(mapping, p)))
+            h.parts.iter().fold(TaskSet::default(), |s, p| {
+                s.union(&TaskSet::part(mapping, p))
+            })
         };
         for t in set.iter() {
             let prev = last[t].replace((h.worker.as_str(), h.end_us));
@@ -796,7 +800,11 @@ fn drain_budget_figures(seeds: u64, only: &str) {
     ];
     let mut heads = vec!["scenario".to_owned(), "regime".to_owned(), "n0".to_owned()];
     heads.extend(variants.iter().map(|v| format!("coverage {}", v.name)));
-    heads.extend(variants.iter().map(|v| format!("quiet {} (min / mean)", v.name)));
+    heads.extend(
+        variants
+            .iter()
+            .map(|v| format!("quiet {} (min / mean)", v.name)),
+    );
     heads.push("runs".to_owned());
     heads.push("violations".to_owned());
     let heads: Vec<&str> = heads.iter().map(String::as_str).collect();
@@ -832,7 +840,11 @@ fn drain_budget_figures(seeds: u64, only: &str) {
                     runs += out.len();
                     violations += out.iter().map(|r| r.faults).sum::<u64>();
                 }
-                let mut row = vec![scenario.name().to_owned(), regime.to_owned(), n0.to_string()];
+                let mut row = vec![
+                    scenario.name().to_owned(),
+                    regime.to_owned(),
+                    n0.to_string(),
+                ];
                 row.extend(covers);
                 row.extend(quiets);
                 row.push(runs.to_string());

@@ -301,14 +301,14 @@ fn main() {
         &roll_span,
         &baseline,
     );
-    row(&mut table, "direct: old → defaults, rolling", &roll_span, &direct);
-    let after = format!("[t0, t0 + {AFTER} L)");
     row(
         &mut table,
-        "stop all old, start defaults",
-        &after,
-        &stop,
+        "direct: old → defaults, rolling",
+        &roll_span,
+        &direct,
     );
+    let after = format!("[t0, t0 + {AFTER} L)");
+    row(&mut table, "stop all old, start defaults", &after, &stop);
     let step_span = format!("[t0, t0 + {} L)", SPACING * WORKERS + SETTLE);
     row(
         &mut table,
