@@ -29,7 +29,14 @@ const INTERVAL: Duration = Duration::from_millis(200);
 struct Received {
     worker: usize,
     at: Instant,
-    assignment: Assignment,
+    seen: Seen,
+}
+
+/// A value as the loop's arm saw it.
+enum Seen {
+    Held(Lease),
+    /// Nothing held since this instant.
+    Idle(Instant),
 }
 
 /// One worker as the quickstart writes it, forwarding every value.
@@ -40,14 +47,14 @@ async fn worker(url: String, name: String, id: usize, tx: mpsc::UnboundedSender<
     while let Some(assignment) = assignments.next().await {
         let at = Instant::now();
         // The quickstart's two arms: nothing else can come.
-        let assignment = match assignment {
-            Assignment::Held(lease) => Assignment::Held(lease),
-            Assignment::Idle(idle) => Assignment::Idle(idle),
+        let seen = match assignment {
+            Assignment::Held(lease) => Seen::Held(lease),
+            Assignment::Idle(idle) => Seen::Idle(idle.since),
         };
         let received = Received {
             worker: id,
             at,
-            assignment,
+            seen,
         };
         if tx.send(received).is_err() {
             return;
@@ -111,7 +118,10 @@ impl Judge {
 
     fn receive(&mut self, r: Received) {
         let at_us = self.us(r.at);
-        let lease = r.assignment.lease().cloned();
+        let lease = match &r.seen {
+            Seen::Held(l) => Some(l.clone()),
+            Seen::Idle(_) => None,
+        };
         let now = task_set(lease.as_ref());
         let Some((before, held)) = self.previous.remove(&r.worker) else {
             // The opening idle value: the stream's start, not a change.
@@ -126,8 +136,8 @@ impl Judge {
             self.repeats
                 .push(format!("w{} at {at_us} µs: parts {parts:?}", r.worker));
         }
-        match (&r.assignment, &held) {
-            (Assignment::Held(l), previous) => {
+        match (&r.seen, &held) {
+            (Seen::Held(l), previous) => {
                 if previous.is_some() {
                     self.held_after_held += 1;
                 }
@@ -138,11 +148,11 @@ impl Judge {
                 self.records
                     .extend(Record::own_task_set(name, history_mapping(l), parts, since));
             }
-            (Assignment::Idle(idle), Some(last)) => {
-                let since = self.us(idle.since);
+            (Seen::Idle(since), Some(last)) => {
+                let since = self.us(*since);
                 self.end(r.worker, last, since);
             }
-            (Assignment::Idle(_), None) => {}
+            (Seen::Idle(_), None) => {}
         }
         self.previous.insert(r.worker, (now, lease));
     }
