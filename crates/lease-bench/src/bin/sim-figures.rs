@@ -37,11 +37,20 @@
 //! worker at position `n0 / 2`, a rolling restart 4 L apart, one missed
 //! registration), ideal and lossy regimes, n0 = 5 and 16, the window's task
 //! coverage, the task owner changes over it divided by the 1,024 tasks
-//! (idle gaps ignored), and the checker's findings, for Arrival, Ranked
-//! whole-pair and Ranked incremental (consistent mapping). `--regime
+//! (idle gaps ignored), and the checker's findings, for the default
+//! options (`Options::new`: task sets under jump hash), whole pairs under
+//! modulo (`Handover::WholePairs`, the rest default) and Arrival. `--regime
 //! SUBSTRING` before it keeps the scenarios whose name has it.
 //!
-//! Usage: `sim-figures [--seeds N] [--regime SUBSTRING] [--per-seed] [--handover | --scenarios]`.
+//! With `--drain-budgets`, the same scenarios under the default options at
+//! drain budgets `b = 0`, `G/2`, `L/10` and `G`, side by side: the window's
+//! task coverage and the *quiet time* of every task handed over (from its
+//! old holder's last value with it to its new holder's grant: the loop's
+//! time to stop it before anyone else may start it); then one join with a
+//! forward server-clock step of `0.9 G` (within the guarantee) at one of 30
+//! instants after it, the shortest quiet time found.
+//!
+//! Usage: `sim-figures [--seeds N] [--regime SUBSTRING] [--per-seed] [--handover | --scenarios | --drain-budgets]`.
 
 use lease_bench::Classic as _;
 use std::time::Duration;
