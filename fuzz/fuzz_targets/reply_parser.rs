@@ -1,6 +1,6 @@
 //! `Reply::parse` on arbitrary integers never panics, and agrees exactly with
 //! an independent reference parser written from the documented rules
-//! (`lease_core::reply` module docs, DESIGN section 3 rules 2-4, and the
+//! (`lease_core::reply` module docs, rules 2-4 of docs/protocol.md, and the
 //! `MAX_SERVER_SECONDS` bound).
 //!
 //! Two input shapes: raw (mode, interval_ms, any `Vec<i64>`), and "shaped",

@@ -9,13 +9,13 @@
 //! (`lease_at(local now)`) goes into a history (docs/history-format.md: an `own`
 //! when it appears, a `release` when it is gone or replaced), and at the end
 //! the one checker of `lease-history` judges it: at every instant the held
-//! pairs have distinct `i` and the same `n` (DESIGN section 3, "Why it is
+//! pairs have distinct `i` and the same `n` (docs/protocol.md, "Why it is
 //! exclusive"), and two workers' leases that share a task (any two with
 //! different `n`) have fencing tokens at least 2 apart, in time order
-//! (section 4). Each worker's own pair stream is checked as in `core_inputs`.
+//! (docs/protocol.md, "Fencing"). Each worker's own pair stream is checked as in `core_inputs`.
 //!
 //! Within the protocol's assumptions only: the server clock is monotone and
-//! steps forward by at most G at a time (DESIGN section 8), a restart loses
+//! steps forward by at most G at a time (docs/protocol.md, "Limits"), a restart loses
 //! all keys (never some), and local clocks drift by less than the bound
 //! `rho` = 1e-3 (here at most 900 ppm).
 #![no_main]
@@ -96,8 +96,8 @@ enum Op {
     Cancel(u8),
     FlushStore,
     /// The server clock steps forward by `x` modulo (G + 1) µs, at most once
-    /// per 4 L. A larger step can break exclusivity, as documented (DESIGN
-    /// section 8); an early version of this target without the bound found
+    /// per 4 L. A larger step can break exclusivity, as documented
+    /// (docs/protocol.md, "Limits"); an early version of this target without the bound found
     /// exactly that within minutes.
     ServerJump(u32),
 }

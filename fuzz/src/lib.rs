@@ -1,6 +1,6 @@
 //! Shared by the fuzz targets: a checker of what one worker tells its
-//! application (the pair stream of DESIGN section 3, rule 11, and the
-//! contracts documented on `Event`, `Released`, `Lease` and `Worker`).
+//! application (the stream of rule 11 of docs/protocol.md, and the
+//! contracts documented on `Event`, `Idle`, `Lease` and `Worker`).
 //!
 //! It is fed every event the driver drains and asked to compare the worker's
 //! own view (`lease_at`) after every input. Any violation panics, which

@@ -1,6 +1,6 @@
 //! # lease-bench
 //!
-//! The benchmarks behind `docs/benchmarks.md` (DESIGN section 7): one binary
+//! The benchmarks behind `docs/benchmarks.md`: one binary
 //! per table, each printing the machine it ran on, the command that
 //! reproduces it, and a Markdown table.
 //!

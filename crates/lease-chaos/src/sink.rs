@@ -1,8 +1,8 @@
 //! The fencing sink: the store the workers write task results to.
 //!
 //! It keeps, per task, the newest fencing token it has seen and the worker
-//! that wrote with it, and rejects a write whose token is older (DESIGN
-//! section 4). A worker writes a task only after checking, at that instant,
+//! that wrote with it, and rejects a write whose token is older (the
+//! fencing of docs/protocol.md). A worker writes a task only after checking, at that instant,
 //! that its lease is valid, exactly as an application would; a worker frozen
 //! between that check and the write wakes up with an old token, and the sink
 //! must turn it away as **stale**.

@@ -75,11 +75,10 @@ enum Command {
     /// its lease ended: keep drains short (the default drain timeout is the
     /// gap, 0.15 of the interval) and fence writes with LEASE_TOKEN.
     ///
-    /// `lease run` always holds whole pairs (the original's handover, with
-    /// the modulo split `task.id % LEASE_N == LEASE_I`): a task set of the
-    /// incremental handover (rule 13) cannot be passed to a command as two
-    /// numbers. Groups that want incremental handover use a library
-    /// adapter (lease-redis, lease-fred, lease-smol) and its task sets.
+    /// `lease run` always holds whole pairs (`Handover::WholePairs`, the
+    /// modulo split `task.id % LEASE_N == LEASE_I`): a task set (rule 13)
+    /// cannot be passed to a command as two numbers. Groups that want task
+    /// sets use a library adapter (lease-redis, lease-fred, lease-smol).
     Run(run::RunArgs),
     /// Play one randomized run of a group on the deterministic simulator
     /// (virtual time, a simulated Redis: no server needed) and check its

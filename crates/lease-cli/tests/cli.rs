@@ -155,7 +155,7 @@ sleep 100"#;
     assert!(stderr.contains("stopped the command"), "{stderr}");
 }
 
-/// Issue 10's split brain: two `lease run --name split` with different
+/// The split brain rule 12 prevents: two `lease run --name split` with different
 /// intervals. The second is refused (the group's recorded rules differ) and
 /// never runs its command while the first does; once the first has stood
 /// down and its record has expired, the second takes over.

@@ -520,7 +520,7 @@ pub async fn four_workers_settle_ranked<A: Adapter>() {
     settle_and_stay::<A>(Mode::Ranked, 4).await;
 }
 
-/// Scenarios 2 and 12, in the original's counting mode.
+/// Scenarios 2 and 12, in the original protocol's counting mode (Arrival).
 pub async fn four_workers_settle_arrival<A: Adapter>() {
     settle_and_stay::<A>(Mode::Arrival, 4).await;
 }
@@ -846,7 +846,7 @@ const TABLE: [(&str, tracing::Level, &[&str]); 13] = {
 };
 
 /// Scenario 13: over a run with a grant, a release, an expiry, failures,
-/// `NOSCRIPT` recovery and a cancel, every message of the original's table
+/// `NOSCRIPT` recovery and a cancel, every message of the original protocol's table
 /// appears with its level and exactly its fields, and no field carries the
 /// Redis URL.
 pub async fn every_diagnostic_is_emitted<A: Adapter>() {

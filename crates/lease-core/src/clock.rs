@@ -1,5 +1,5 @@
 //! Estimates of the server clock and of the round trip, from the worker's own
-//! registrations (DESIGN section 3, rules 8, 9 and 10).
+//! registrations (rules 8, 9 and 10 of docs/protocol.md).
 
 /// Offset between the server clock and the local clock, in microseconds:
 /// `server = local + offset`. Estimated from the midpoint of send and receive,

@@ -1,6 +1,7 @@
-//! Diagnostics: the original's table of messages, with the same levels and
-//! attribute names, as `tracing` events with target `lease` and the group
-//! name in field `name` (DESIGN section 5).
+//! Diagnostics: the messages of the original n-and-i protocol (the one
+//! `Arrival` counting keeps), with its levels and attribute names, as
+//! `tracing` events with target `lease` and the group name in field `name`,
+//! so that dashboards built on the original's messages keep working.
 //!
 //! Messages are constants and every value travels in a field, so lines group
 //! by message whatever the subscriber does with the rest. Nothing is printed
@@ -23,7 +24,7 @@
 //! | trace | next registration scheduled | delay, expires |
 //! | trace | pair handed to the loop | i, n |
 //!
-//! Messages of our own, beyond the original's table:
+//! Messages the original protocol does not have:
 //!
 //! | level | message | fields |
 //! |---|---|---|
@@ -46,7 +47,7 @@ use crate::ownership::Pair;
 pub const TARGET: &str = "lease";
 
 /// Every message this crate and its adapters emit, in the order of the tables
-/// above (the original's 13 first).
+/// above (the original protocol's 13 first).
 pub const MESSAGES: [&str; 19] = [
     REGISTRATION_FAILED,
     LEASE_EXPIRED,

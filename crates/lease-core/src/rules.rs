@@ -1,5 +1,5 @@
 //! The group's rules: what every worker of one group must agree on, recorded
-//! in Redis by the registration script itself (DESIGN section 3, rule 12).
+//! in Redis by the registration script itself (rule 12 of docs/protocol.md).
 //!
 //! Two workers that count on different intervals, in different modes, or
 //! that map tasks to pairs differently are not exclusive even when each one
@@ -25,10 +25,10 @@ use crate::options::Mode;
 use crate::ownership::Mapping;
 
 /// Version of the record, its first field: the revision of the mode's
-/// protocol. `Arrival` is the original, revision 1. `Ranked` is revision 2
-/// since its positions fill holes (rule 15): a revision-1 `Ranked` worker
-/// carries positions another way, so the two must not share a group, and
-/// the record tells them apart. A record with another version is a mismatch
+/// protocol. `Arrival`, the original protocol, is revision 1. `Ranked` is
+/// revision 2, whose positions fill holes (rule 15): a `Ranked` worker of
+/// revision 1 (plain ranks, no hole filling) carries positions another way,
+/// so the two must not share a group, and the record tells them apart. A record with another version is a mismatch
 /// (and is reported as unreadable).
 pub(crate) const fn version_of(mode: Mode) -> u32 {
     match mode {

@@ -1,5 +1,5 @@
 //! The server side: one Lua script per counting mode, and the names of the
-//! keys it declares (DESIGN section 3, rules 1 and 2).
+//! keys it declares (rules 1 and 2 of docs/protocol.md).
 //!
 //! Adapters only move bytes: they send [`Script::sha1`] with `EVALSHA`, fall
 //! back to [`Script::source`] (`SCRIPT LOAD` or `EVAL`) on `NOSCRIPT`, and pass
@@ -151,7 +151,7 @@ mod tests {
         );
         assert_eq!(
             Script::for_mode(Mode::Ranked).sha1(),
-            "898349a06a2bee902d7e2e01cf191c6f55d12a0e"
+            "67f815734c2d7bf7f14b7a1d8ff5df98b6c3a2db"
         );
     }
 

@@ -486,7 +486,7 @@ fn a_backward_step_seen_in_a_wrong_interval_answer_stands_down() {
     );
 }
 
-/// The counterexample of rule 10 (issue 10): after a backward step, the very
+/// The counterexample of rule 10 (docs/protocol.md): after a backward step, the very
 /// next replies must not seed an agreement over reopened intervals. Closed
 /// K+1 and K+2 were read before the clock stepped back 2 L; after the step,
 /// K+1 and K+2 are open again and may be written twice. Nothing is granted
@@ -594,8 +594,8 @@ fn ranked_keeps_an_unrenewed_lease_until_its_deadline_minus_the_drain_budget() {
     assert!(!lease.is_valid_at(drain_end));
 }
 
-/// Rule 14 is `Ranked` only: `Arrival` stays the original and releases at
-/// the disagreeing reply.
+/// Rule 14 is `Ranked` only: `Arrival`, the original protocol kept for
+/// comparison, releases at the disagreeing reply.
 #[test]
 fn arrival_still_releases_at_the_disagreeing_reply() {
     let (mut h, lease, arrive) = disagree_after_settling(Mode::Arrival);

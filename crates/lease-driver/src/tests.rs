@@ -350,9 +350,9 @@ fn cancellation_ends_the_stream_after_the_opening_idle_value() {
 }
 
 /// Rule 16: a worker leaving gracefully keeps running after the cancel
-/// (to send its leave request and read the answer), so the loop polls
-/// the completed cancel future no more: it used to, every iteration,
-/// which panics on `ready(())` and starves the replies.
+/// (to send its leave request and read the answer), so the loop must not
+/// poll the completed cancel future again: polling it every iteration
+/// panics on `ready(())` and starves the replies.
 #[test]
 fn a_graceful_leave_runs_its_leave_request_to_the_end_after_the_cancel() {
     let world = World::new();

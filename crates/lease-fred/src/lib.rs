@@ -1,16 +1,21 @@
 //! # lease-fred
 //!
-//! Exclusive `(i, n)` leases for a group of workers that split one task
-//! source by `task.id % n == i`, coordinated through Redis with
-//! [fred](https://docs.rs/fred) 10 on tokio. This crate is the client and
+//! Exclusive leases for a group of workers that share one task source,
+//! coordinated through Redis with [fred](https://docs.rs/fred) 10 on
+//! tokio. This crate is the client and
 //! runtime binding only: the protocol and the adapter loop live in
 //! [`lease_core`] ([`lease_driver`]).
 //!
 //! [`discover`] takes an initialized fred client and [`Options`] and returns
 //! a stream of [`Assignment`]s: an idle value first, then a value each time
-//! what the worker holds changes. While you hold a [`Lease`], no other worker
-//! of the group holds its `i`, and every holder uses the same `n`; an idle
-//! value says why nothing is held ([`IdleReason`]) and since when.
+//! the set of tasks the worker holds changes. While a task is in a
+//! [`Lease`] that is still valid ([`Lease::owns`]), no other worker of the
+//! group holds it. By default
+//! ([`Handover::TaskSets`]) a change of the group moves only the tasks that
+//! change owner; with [`Handover::WholePairs`] the lease is one whole pair
+//! `(i, n)` ([`Lease::pair`]) for task sources that split by
+//! `task.id % n == i` themselves. An idle value says why nothing is held
+//! ([`IdleReason`]) and since when.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -45,10 +50,14 @@
 //! # Ending
 //!
 //! Cancel the [`CancellationToken`]
-//! given with [`Options::with_cancel`] to stand down: the stream yields the
-//! idle value once if a lease is held, then ends. Dropping the stream stops
-//! the worker at once. Either way the worker stays counted in the interval
-//! it last registered in, so its slot goes unowned for up to about one
+//! given with [`Options::with_cancel`] to stand
+//! down. By default (graceful leave, rule 16 of docs/protocol.md) the worker
+//! takes itself out of the group, keeps serving what it holds until its
+//! deadline minus the drain budget, yields the idle value and ends, and the
+//! survivors take its tasks over about an interval sooner than after a
+//! crash. Dropping the stream stops the worker at once; then, or with
+//! `with_graceful_leave(false)`, the worker stays counted in the interval it
+//! last registered in, so its tasks go unowned for up to about one
 //! interval, exactly as after a crash.
 //!
 //! # Clients

@@ -830,7 +830,7 @@ mod tests {
             r#"{"worker":"w1","event":"release","i":1,"n":3,"reason":"handed-over","at_us":5}"#;
         assert_eq!(release.to_line(), line);
         assert_eq!(Record::from_line(line).unwrap(), release);
-        // Whole-pair lines are as before, and read with no parts.
+        // Whole-pair lines carry no parts, and read with none.
         let plain = r#"{"worker":"w1","event":"own","i":1,"n":3,"token":60,"at_us":7}"#;
         assert_eq!(
             Record::from_line(plain).unwrap(),

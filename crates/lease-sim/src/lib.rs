@@ -33,8 +33,8 @@
 //! - `turmoil`: `lease_sim::turmoil::serve`, a Redis host speaking RESP on
 //!   turmoil's TCP, and redis-rs connections to it.
 //!
-//! `docs/testing-with-lease-sim.md` walks through the example crate
-//! `lease-example`, whose worker runs in all three and on a real Redis.
+//! `docs/testing-with-lease-sim.md` builds an example crate file by file,
+//! whose worker runs in all three and on a real Redis.
 //! Downstream projects can also use [`Sim`] to test their own worker logic
 //! against the state machine directly, without any async runtime.
 //!

@@ -51,7 +51,7 @@ impl Default for Network {
 
 impl Network {
     /// An ideal network: one-way latency 0.2 % of the interval `l`, no faults
-    /// (the research notes' "ideal" regime).
+    /// (the "ideal" regime of docs/benchmarks.md).
     pub fn ideal(l: Duration) -> Self {
         Self {
             latency: l.mul_f64(0.002),
@@ -74,7 +74,7 @@ impl Network {
     }
 
     /// Mean round trip about `rtt`: a fixed part of 30 % and an exponential
-    /// tail of 70 % each way (the research notes' latency model).
+    /// tail of 70 % each way (the latency model of docs/benchmarks.md).
     pub fn round_trip(rtt: Duration) -> Self {
         let one_way = rtt / 2;
         Self {

@@ -42,18 +42,18 @@ pub enum StoreError {
 }
 
 /// **Test only: breaks exclusivity.** A wrong leave script, for the
-/// negative controls of rule 16 (research §6.3): each one writes a closed
-/// set, which the correct script never does.
+/// negative controls of rule 16 (docs/protocol.md): each one writes a
+/// closed set, which the correct script never does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LeaveSabotage {
     /// Removes the token from the open set *and* from the closed set before
-    /// it (research `bad-also`).
+    /// it.
     AlsoClosed,
     /// Removes the token from the closed set before the open one only
-    /// (research `bad-instead`).
+    /// only.
     InsteadClosed,
     /// Removes the token from the interval the client named (`KEYS[1]`),
-    /// whatever the server's interval at execution (research `bad-named`).
+    /// whatever the server's interval at execution.
     ClientNamed,
 }
 
@@ -70,6 +70,10 @@ pub struct SimStore {
     /// Test only: fillers take their rank among the fillers as position,
     /// ignoring the keepers' (the negative control of rule 15).
     sabotage_positions: bool,
+    /// Test only: every member with an integer score below the set's size
+    /// keeps it, duplicates included (the negative control of rule 15's
+    /// duplicate clause).
+    sabotage_duplicate_keepers: bool,
     /// The rules record is not checked (the negative control of rule 12).
     sabotage_rules: bool,
 }
@@ -109,9 +113,19 @@ impl SimStore {
         self.sabotage_positions = on;
     }
 
+    /// **Test only: breaks exclusivity.** With `true`, every member of a
+    /// closed set whose carried score is an integer `p` below the set's size
+    /// keeps `p`, even when an earlier member carries the same score (two
+    /// versions of an interval reopened by a backward step of the server
+    /// clock carry one position twice): both keep it in every later
+    /// interval (the negative control of rule 15's duplicate clause).
+    pub fn sabotage_duplicate_keepers(&mut self, on: bool) {
+        self.sabotage_duplicate_keepers = on;
+    }
+
     /// **Test only: breaks exclusivity.** With `true`, the scripts neither
-    /// check nor write the group's rules record (rule 12), as before the
-    /// record existed: workers with other rules count themselves alone.
+    /// check nor write the group's rules record (rule 12): workers with
+    /// other rules count themselves alone.
     pub fn sabotage_rules(&mut self, on: bool) {
         self.sabotage_rules = on;
     }
@@ -291,9 +305,17 @@ impl SimStore {
                 let sent = args.get(5).and_then(|a| lua_number(a)).unwrap_or(-1.0);
                 let (rank, size) = match self.keys.get(keys[1]).map(|e| &e.value) {
                     None => (None, 0),
-                    Some(Value::Set(set)) => {
-                        (hole_filled(set, token, self.sabotage_positions), set.len())
-                    }
+                    Some(Value::Set(set)) => (
+                        hole_filled(
+                            set,
+                            token,
+                            PositionSabotage {
+                                fillers_ignore_keepers: self.sabotage_positions,
+                                duplicates_keep: self.sabotage_duplicate_keepers,
+                            },
+                        ),
+                        set.len(),
+                    ),
                     Some(_) => return Err(StoreError::WrongType),
                 };
                 // The server-side carry (rule 15): a token present in k-1
@@ -406,25 +428,86 @@ const RETURNEE: f64 = 4_294_967_296.0;
 /// A newcomer's score (`2^53`), after every returnee.
 const NEWCOMER: f64 = 9_007_199_254_740_992.0;
 
+/// Test-only ways of computing rule 15's positions wrongly (negative
+/// controls).
+#[derive(Clone, Copy, Debug, Default)]
+struct PositionSabotage {
+    /// A filler takes its rank among the fillers, ignoring the keepers'.
+    fillers_ignore_keepers: bool,
+    /// Every member with an integer score `p < s` keeps `p`, duplicates
+    /// included.
+    duplicates_keep: bool,
+}
+
+/// Whether `score` is a position a member of a set of size `s` can keep.
+fn keepable(score: f64, s: usize) -> bool {
+    score >= 0.0 && score < s as f64 && score == score.floor()
+}
+
 /// Rule 15, as `ranked.lua` computes it: the position of `token` in the
-/// closed set `set` (Redis order) of size `s`. A member whose score is an
-/// integer `p < s` keeps `p`; the others take the free positions in order.
-fn hole_filled(set: &[(f64, String)], token: &str, sabotage: bool) -> Option<usize> {
+/// closed set `set` (Redis order) of size `s`. The first member with an
+/// integer score `p < s` keeps `p`; the others, in the set's order, take
+/// the free positions in ascending order, so the positions are a
+/// permutation of `0..s`. The script tries the position the worker sent
+/// first (its score in a settled group); that only picks its path, so it
+/// is not an input here.
+fn hole_filled(set: &[(f64, String)], token: &str, sabotage: PositionSabotage) -> Option<usize> {
     let s = set.len();
     let rank = set.iter().position(|(_, m)| m == token)?;
     let score = set[rank].0;
-    if score >= 0.0 && score < s as f64 && score == score.floor() {
+    if sabotage.duplicates_keep {
+        return hole_filled_keeping_duplicates(set, rank, sabotage.fillers_ignore_keepers);
+    }
+    // A keeper is the first member with its score (the first member
+    // `ZRANGEBYSCORE p p` lists in the script): the set is sorted, so that
+    // is the member at the first index whose score is not below `p`.
+    if keepable(score, s) && set.partition_point(|(sc, _)| *sc < score) == rank {
+        return Some(score as usize);
+    }
+    let mut kept = vec![false; s];
+    let mut filler_rank = None;
+    let mut fillers = 0;
+    for (i, (sc, _)) in set.iter().enumerate() {
+        if keepable(*sc, s) && !kept[*sc as usize] {
+            kept[*sc as usize] = true;
+        } else {
+            if i == rank {
+                filler_rank = Some(fillers);
+            }
+            fillers += 1;
+        }
+    }
+    let j = filler_rank?;
+    if sabotage.fillers_ignore_keepers {
+        return (j < s).then_some(j);
+    }
+    (0..s).filter(|&p| !kept[p]).nth(j)
+}
+
+/// Rule 15 without the duplicate clause (the negative control of
+/// [`SimStore::sabotage_duplicate_keepers`]): every member whose score is an
+/// integer `p < s` keeps `p`, so two members carrying one position share
+/// it; a filler takes the free position of its rank among the members with
+/// scores of `s` or more.
+fn hole_filled_keeping_duplicates(
+    set: &[(f64, String)],
+    rank: usize,
+    fillers_ignore_keepers: bool,
+) -> Option<usize> {
+    let s = set.len();
+    let score = set[rank].0;
+    if keepable(score, s) {
         return Some(score as usize);
     }
     let in_range = |sc: f64| sc >= 0.0 && sc < s as f64;
     let keepers = set.iter().filter(|(sc, _)| in_range(*sc)).count();
     let kept: Vec<usize> = set
         .iter()
-        .filter(|(sc, _)| in_range(*sc) && *sc == sc.floor())
+        .filter(|(sc, _)| keepable(*sc, s))
         .map(|(sc, _)| *sc as usize)
         .collect();
     let j = rank.checked_sub(keepers)?;
-    if sabotage {
+    if fillers_ignore_keepers {
         return (j < s).then_some(j);
     }
     (0..s).filter(|p| !kept.contains(p)).nth(j)
@@ -687,6 +770,54 @@ mod tests {
             .map(|tok| reg(&mut s, 13, tok, "-1"))
             .collect();
         assert_eq!(got, [[4, 6], [5, 6], [2, 6]]);
+    }
+
+    /// Rule 15's duplicate clause: of two members carrying one position
+    /// (two versions of a reopened interval), only the first in the set's
+    /// order keeps it; the later one is a filler, before the fillers with
+    /// scores of the size or more. The expected positions are worked out by
+    /// hand in the comments; `leave_script.rs` checks `ranked.lua` on the
+    /// same set.
+    #[test]
+    fn of_two_members_carrying_one_position_only_the_first_keeps_it() {
+        let t: Vec<String> = (0..6).map(|x| format!("{x:032x}")).collect();
+        // Size 6, in Redis order: t1 and t3 carry 0, t0 and t2 carry 3, t5
+        // carried 9 (past the size), t4 is a returnee whose last position
+        // was 1.
+        let set: Vec<(f64, String)> = [
+            (0.0, &t[1]),
+            (0.0, &t[3]),
+            (3.0, &t[0]),
+            (3.0, &t[2]),
+            (9.0, &t[5]),
+            (RETURNEE + 1.5, &t[4]),
+        ]
+        .into_iter()
+        .map(|(s, m)| (s, m.clone()))
+        .collect();
+        let positions = |sabotage| -> Vec<Option<usize>> {
+            t.iter()
+                .map(|tok| hole_filled(&set, tok, sabotage))
+                .collect()
+        };
+        // Keepers t1 (0) and t0 (3); free 1, 2, 4, 5 go to the fillers in
+        // order: t3, t2, t5, t4.
+        let right = positions(PositionSabotage::default());
+        assert_eq!(right, [3, 0, 2, 1, 5, 4].map(Some));
+        let mut sorted: Vec<usize> = right.iter().flatten().copied().collect();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..6).collect::<Vec<_>>(), "a permutation");
+        // Without the clause, t2 and t3 keep 3 and 0 beside t0 and t1, and
+        // the two fillers take the free 1 and 2.
+        let shared = positions(PositionSabotage {
+            duplicates_keep: true,
+            ..PositionSabotage::default()
+        });
+        assert_eq!(shared, [3, 0, 3, 0, 2, 1].map(Some));
+        assert_eq!(
+            hole_filled(&set, &"f".repeat(32), PositionSabotage::default()),
+            None
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Rule 10 after a backward step of the server clock: the counterexample of
-//! issue 10, built step by step in the simulator.
+//! docs/protocol.md (rule 10), built step by step in the simulator.
 //!
 //! Closed `k-1 = {A, B, W}` (positions 0, 1, 2), then B misses `k` and
 //! `k+1`, so closed `k = k+1 = {A, W}` and A is granted `(0, 2)` from `k+2`
@@ -8,10 +8,10 @@
 //! has run out. B comes back and registers into the reopened `k`, so `k` now
 //! reads `{A, B, W}` again. W retries: its answer from the reopened `k`
 //! implies `(2, 3)` from `k-1`, and its answer from the reopened `k+1`
-//! implies `(2, 3)` from the new `k`. Before the fix these two seeded an
-//! agreement at once and W held `(2, 3)` while A still held `(0, 2)`: task 2
-//! held twice. With the fix W grants nothing until the interval two before
-//! the current one is newer than `k+2`, the newest it saw before the step.
+//! implies `(2, 3)` from the new `k`. Without the fence these two seed an
+//! agreement at once and W holds `(2, 3)` while A still holds `(0, 2)`: task
+//! 2 held twice. With it W grants nothing until the interval two before the
+//! current one is newer than `k+2`, the newest it saw before the step.
 
 use std::time::Duration;
 
@@ -117,7 +117,8 @@ fn after_a_backward_step_no_agreement_is_seeded_over_reopened_intervals() {
 }
 
 /// The negative control: the same constructions with the fence switched
-/// off (`sabotage_grant_over_reopened_intervals`) are caught by the checker.
+/// off (`NegativeControl::GrantOverReopenedIntervals`) are caught by the
+/// checker.
 #[test]
 fn without_the_fence_the_checker_catches_the_counterexample() {
     let caught = (0..40)

@@ -13,7 +13,11 @@
 //! `P{N}:(v-1)`, and `ARGV[3]` names the server's interval `k` (read from
 //! the last `TIME`), so the scripts take exactly their product paths while
 //! `v` advances once a round, sometimes by two or three (intervals nobody
-//! registered in). The store runs each operation at the time the server's
+//! registered in), and after a quarter of the rounds the members that missed
+//! both `v - 1` and `v` register into `v - 1` again and then into `v`, as
+//! after a backward step of the server clock that reopened `v - 1` (rule 10;
+//! this is what carries one position to two members of a set, rule 15's
+//! duplicate clause). The store runs each operation at the time the server's
 //! reply carries (`sec`, `usec`), so both compute the same `k`; requests
 //! with intervals of 1 ms, 7 ms, 1 s and 300 s compare that computation
 //! where the server's own interval moves between operations. Should the
@@ -212,6 +216,11 @@ struct Tally {
     shapes: BTreeMap<Shape, u64>,
     /// Fillers (of any kind) given a position.
     filled: u64,
+    /// Keepers that sent another last position than their score (the
+    /// script's first try misses), and members carrying a keeper's position
+    /// that sent it (the first try finds the keeper, not them).
+    keepers_sending_other: u64,
+    duplicates_sending_score: u64,
     arrivals: u64,
     wrong_interval: u64,
     refused: u64,
@@ -223,6 +232,8 @@ struct Tally {
     left_absent: u64,
     /// Leaves that removed the last member, deleting the set.
     left_emptied: u64,
+    /// Backward steps that reopened an interval ([`reopen`]).
+    reopened: u64,
     /// Error replies (WRONGTYPE: a script of one mode on the other's keys).
     errors: u64,
     flushes: u64,
@@ -233,8 +244,13 @@ struct Tally {
 /// A ranked registration, by the state before it (rule 15).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Shape {
-    /// In the closed set with an integer score below its size.
+    /// In the closed set with an integer score below its size, the first
+    /// member with that score.
     Keeper,
+    /// In the closed set with an integer score below its size that an
+    /// earlier member carries too (the two versions of a reopened interval
+    /// carried one position twice): a filler.
+    DuplicateKeeper,
     /// In the closed set with an integer score equal to its size: a filler
     /// (the group shrank).
     CarriedAtSize,
@@ -451,7 +467,11 @@ impl Harness {
         }
         let set = self.store.scores(&closed).unwrap_or_default();
         let size = set.len() as f64;
-        Some(match set.iter().find(|(_, m)| m == token) {
+        let at = set.iter().position(|(_, m)| m == token);
+        Some(match at.map(|i| &set[i]) {
+            Some((p, _)) if *p < size && set.iter().position(|(q, _)| q == p) < at => {
+                Shape::DuplicateKeeper
+            }
             Some((p, _)) if *p < size => Shape::Keeper,
             Some((p, _)) if *p == size => Shape::CarriedAtSize,
             Some((p, _)) if *p < RETURNEE => Shape::CarriedPastSize,
@@ -509,6 +529,7 @@ impl Harness {
                 self.now_us = r[2] * 1_000_000 + r[3];
             }
             let shape = self.classify(op);
+            let sent_score = self.sends_its_score(op);
             let keys = op.keys();
             let args = op.args();
             let k = [keys[0].as_str(), keys[1].as_str(), keys[2].as_str()];
@@ -523,16 +544,39 @@ impl Harness {
             assert_eq!(real, sim, "{}: {op:?}: replies differ", self.context);
             let (states, dbsize) = parse_dump(dump);
             self.compare_keys(&states, dbsize, &format!("after {op:?}"));
-            self.count(op, shape, &real, &states);
+            self.count(op, shape, sent_score, &real, &states);
             replies.push(real);
         }
         replies
+    }
+
+    /// Whether a ranked registration sends, as its last position, the
+    /// digits of its own score in the closed set: the path `ranked.lua`
+    /// tries first (the store does not look at it).
+    fn sends_its_score(&self, op: &Op) -> bool {
+        let Op::Register {
+            mode: Mode::Ranked,
+            token,
+            sent,
+            ..
+        } = op
+        else {
+            return false;
+        };
+        let closed = &op.keys()[1];
+        !sent.is_empty()
+            && sent.bytes().all(|b| b.is_ascii_digit())
+            && self.store.scores(closed).is_some_and(|set| {
+                set.iter()
+                    .any(|(s, m)| m == token && sent.parse::<f64>() == Ok(*s))
+            })
     }
 
     fn count(
         &mut self,
         op: &Op,
         shape: Option<Shape>,
+        sent_score: bool,
         reply: &Result<Vec<i64>, String>,
         after: &[KeyState],
     ) {
@@ -573,6 +617,11 @@ impl Harness {
             (1, Op::Register { .. }) => {
                 let shape = shape.expect("a ranked registration");
                 *t.shapes.entry(shape).or_default() += 1;
+                match (shape, sent_score) {
+                    (Shape::Keeper, false) => t.keepers_sending_other += 1,
+                    (Shape::DuplicateKeeper, true) => t.duplicates_sending_score += 1,
+                    _ => {}
+                }
                 if shape > Shape::Keeper && shape < Shape::Returnee && r[4] >= 0 {
                     t.filled += 1;
                 }
@@ -807,6 +856,9 @@ fn ranked_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize) {
             }
         }
         h.compare_all("after the round");
+        if rng.random_bool(0.25) {
+            reopen(h, &mut members, v);
+        }
         v += if rng.random_bool(0.1) {
             rng.random_range(2..=3)
         } else {
@@ -819,6 +871,59 @@ fn ranked_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize) {
     }
     h.flush();
     *h.tally.sizes.entry(("ranked", n)).or_default() += h.tally.ops - before;
+}
+
+/// A backward step of the server clock that reopens `v - 1` (rule 10):
+/// the members in neither `v - 1` nor `v` (stalled or cut off through the
+/// step) register into the reopened `v - 1`, then into `v`, as a worker
+/// that missed both does after the step. Members already in `v` carry
+/// positions from the first version of `v - 1`, these from the second, and
+/// the two can carry one position twice: a member whose hole in the first
+/// version a filler took keeps it in the second. So closed `v` can hold
+/// duplicate scores below its size (rule 15's duplicate clause), read in the
+/// next round.
+fn reopen(h: &mut Harness, members: &mut [Member], v: i64) {
+    let member_of = |h: &Harness, key: &str, token: &str| {
+        h.store
+            .scores(key)
+            .is_some_and(|set| set.iter().any(|(_, m)| m == token))
+    };
+    let late: Vec<usize> = (0..members.len())
+        .filter(|&i| {
+            let t = &members[i].token;
+            !member_of(h, &format!("{{g}}:{}", v - 1), t) && !member_of(h, &format!("{{g}}:{v}"), t)
+        })
+        .collect();
+    if late.is_empty() {
+        return;
+    }
+    h.tally.reopened += 1;
+    let k = h.k(L_MS);
+    for into in [v - 1, v] {
+        h.context = format!("{}, reopened into {into}", h.context);
+        let ops: Vec<Op> = late
+            .iter()
+            .map(|&i| Op::Register {
+                mode: Mode::Ranked,
+                v: into,
+                interval_ms: L_MS,
+                ttl: TTL_MS.to_string(),
+                expected: k.to_string(),
+                rules: RANKED.to_owned(),
+                token: members[i].token.clone(),
+                sent: members[i].last.to_string(),
+            })
+            .collect();
+        for (&i, reply) in late.iter().zip(h.play(&ops)) {
+            if let Ok(r) = reply
+                && r[0] == 1
+                && r[4] >= 0
+            {
+                members[i].last = r[4];
+            }
+        }
+        h.compare_all("after the reopened round");
+    }
 }
 
 /// An arrival group of about `n` registrations an interval, with empty
@@ -931,6 +1036,10 @@ fn the_store_and_the_scripts_agree_on_every_reply_and_key() {
     let shape = |s: Shape| t.shapes.get(&s).copied().unwrap_or(0);
     for (what, count) in [
         ("keepers", shape(Shape::Keeper)),
+        (
+            "later members carrying a keeper's position",
+            shape(Shape::DuplicateKeeper),
+        ),
         ("carried at the closed size", shape(Shape::CarriedAtSize)),
         (
             "carried past the closed size",
@@ -942,6 +1051,14 @@ fn the_store_and_the_scripts_agree_on_every_reply_and_key() {
         ("newcomers", shape(Shape::Newcomer)),
         ("repeats", shape(Shape::Repeat)),
         ("fillers given a position", t.filled),
+        (
+            "keepers sending another position than their score",
+            t.keepers_sending_other,
+        ),
+        (
+            "later members carrying a keeper's position that sent it",
+            t.duplicates_sending_score,
+        ),
         ("arrivals", t.arrivals),
         ("wrong-interval answers", t.wrong_interval),
         ("refusals", t.refused),
@@ -951,6 +1068,7 @@ fn the_store_and_the_scripts_agree_on_every_reply_and_key() {
         ("leaves that emptied a set", t.left_emptied),
         ("error replies", t.errors),
         ("restarts", t.flushes),
+        ("reopened intervals", t.reopened),
     ] {
         assert!(count >= 5, "only {count} {what}: {t:?}");
     }

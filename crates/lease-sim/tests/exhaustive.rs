@@ -54,20 +54,27 @@
 //!
 //! The oracle depends on the step chosen. Without a step, or with a forward
 //! step below `G`, both must hold entirely (rule 17's claim). With a
-//! backward step below `G`, exclusivity must hold but fencing tokens may
-//! repeat (rule 10). Steps of `2G` are not asserted: violating leaves are
-//! counted and the first one of each direction printed. A forward step of
-//! `2G` is outside the guarantee; a backward one can break exclusivity in
-//! `Ranked` mode, a limit the search found (the schedule is pinned by
-//! `a_backward_step_that_reopens_an_interval_can_hand_one_position_to_two_workers`).
+//! backward step of each size the trees use (`G/4`, `G/2`, `2G`),
+//! exclusivity must hold but fencing tokens may repeat (rule 10). Forward
+//! steps of `2G` are outside the guarantee and not asserted: violating
+//! leaves are counted and the first one printed. A backward step of `2G` reopens an interval after
+//! some workers read it closed; the schedule in which that carried one
+//! position to two workers of the next set (closed by rule 15's duplicate
+//! clause) is pinned by
+//! `a_backward_step_that_reopens_an_interval_never_hands_one_position_to_two_workers`.
 //!
 //! # Negative controls
 //!
 //! - `without_rule_17_the_search_finds_the_forward_step_schedule` runs three
 //!   one-interval step trees (join, departure, departure with task sets)
-//!   with `sabotage_grant_from_early_registration`: the search must find a
+//!   with `NegativeControl::GrantFromEarlyRegistration`: the search must find a
 //!   schedule in which two workers hold one task under a forward step below
 //!   `G` (and prints it), while the same trees with the rule find none.
+//! - `duplicate_keepers_hand_one_position_to_two_workers_and_are_caught`
+//!   replays that schedule with `SimStore::sabotage_duplicate_keepers`
+//!   (every member carrying a position keeps it): two workers hold
+//!   position 0 of 2 to the end of the run, and both checks catch it; a
+//!   small tree around the schedule finds it by itself.
 //! - `holder_measuring_from_arrival_is_caught_by_the_search` feeds the
 //!   checker the spans of a deliberately broken holder that anchors every
 //!   grant and renewal at the reply's *arrival* instead of its send (rule 6
@@ -206,16 +213,15 @@ struct ClockStep {
 enum Class {
     /// No step, or a forward step below `G`: exclusivity and fencing.
     Guaranteed,
-    /// A backward step smaller than `G`: exclusivity (fencing tokens may
-    /// repeat, rule 10).
-    Backward,
-    /// A step of `G` or more: outside what the search asserts (forward:
-    /// outside the guarantee; backward: see
-    /// `a_backward_step_that_reopens_an_interval_can_hand_one_position_to_two_workers`).
-    Beyond {
-        /// The step went back.
-        backward: bool,
+    /// A backward step, of each size the trees use: exclusivity (fencing
+    /// tokens may repeat, rule 10).
+    Backward {
+        /// The step is `G` or more.
+        large: bool,
     },
+    /// A forward step of `G` or more: outside the guarantee (rule 17),
+    /// counted, not asserted.
+    BeyondForward,
 }
 
 /// One bounded search.
@@ -240,10 +246,13 @@ struct Scenario {
     leaves: Vec<Option<(usize, u64)>>,
     /// The run ends here (true microseconds).
     horizon: u64,
-    /// Rule 17 switched off (`sabotage_grant_from_early_registration`).
+    /// Rule 17 switched off (`NegativeControl::GrantFromEarlyRegistration`).
     sabotage_early: bool,
     /// Write the broken holder's history too.
     track_broken: bool,
+    /// Every member carrying a position keeps it, duplicates included
+    /// (`SimStore::sabotage_duplicate_keepers`).
+    sabotage_duplicates: bool,
 }
 
 impl Scenario {
@@ -345,6 +354,9 @@ impl fmt::Display for Scenario {
         }
         if self.sabotage_early {
             f.write_str(" RULE-17-OFF")?;
+        }
+        if self.sabotage_duplicates {
+            f.write_str(" DUPLICATES-KEEP")?;
         }
         write!(f, " horizon={}L", self.horizon as f64 / L as f64)
     }
@@ -461,8 +473,8 @@ impl Leaf {
             && self.outcome.overlaps.is_empty();
         let fenced = s.fencing_count == 0 && tasks.is_none_or(|t| t.fencing_count == 0);
         let ok = match self.class {
-            Class::Guaranteed | Class::Beyond { .. } => exclusive && fenced,
-            Class::Backward => exclusive,
+            Class::Guaranteed | Class::BeyondForward => exclusive && fenced,
+            Class::Backward { .. } => exclusive,
         };
         (!ok).then(|| {
             format!(
@@ -512,8 +524,8 @@ fn replay(sc: &Scenario, prefix: &[usize], base: Instant) -> Leaf {
             Some(step) => {
                 let g = sc.g() as i64;
                 class = match step.by {
-                    by if by.abs() >= g => Class::Beyond { backward: by < 0 },
-                    by if by < 0 => Class::Backward,
+                    by if by < 0 => Class::Backward { large: -by >= g },
+                    by if by >= g => Class::BeyondForward,
                     _ => Class::Guaranteed,
                 };
                 net.choices.push(format!(
@@ -554,6 +566,8 @@ fn replay(sc: &Scenario, prefix: &[usize], base: Instant) -> Leaf {
     if sc.track_broken {
         d = d.track_broken_holder();
     }
+    d.store_mut()
+        .sabotage_duplicate_keepers(sc.sabotage_duplicates);
     let options = sc.options();
     for (w, &at) in sc.joins.iter().enumerate() {
         d.join(at, options.clone(), token_at(sc.spread(w), w));
@@ -609,15 +623,14 @@ struct Found {
     /// Leaves that broke what their class must keep, per class.
     guaranteed: u64,
     backward: u64,
+    backward_large: u64,
     beyond_forward: u64,
-    beyond_backward: u64,
     /// Leaves after a backward step whose fencing tokens repeated (allowed,
     /// rule 10).
     repeated_tokens: u64,
-    /// The first violating leaf of the guaranteed class, as a schedule.
+    /// The first violating leaf of an asserted class, as a schedule.
     first: Option<String>,
     first_beyond_forward: Option<String>,
-    first_beyond_backward: Option<String>,
     owns: u64,
     shared: u64,
 }
@@ -637,7 +650,7 @@ fn search(sc: &Scenario) -> Found {
         found.owns += s.owns;
         found.shared += leaf.outcome.shared;
         let fencing = s.fencing_count + s.tasks.as_ref().map_or(0, |t| t.fencing_count);
-        if leaf.class == Class::Backward && fencing > 0 {
+        if matches!(leaf.class, Class::Backward { .. }) && fencing > 0 {
             found.repeated_tokens += 1;
         }
         let Some(why) = leaf.violation() else {
@@ -645,44 +658,34 @@ fn search(sc: &Scenario) -> Found {
         };
         let text = || format!("{}  {why}", leaf.schedule());
         match leaf.class {
-            Class::Guaranteed => {
-                found.guaranteed += 1;
-                found.first.get_or_insert_with(text);
-            }
-            Class::Backward => {
-                found.backward += 1;
-                found.first.get_or_insert_with(text);
-            }
-            Class::Beyond { backward: false } => {
+            Class::Guaranteed => found.guaranteed += 1,
+            Class::Backward { large: false } => found.backward += 1,
+            Class::Backward { large: true } => found.backward_large += 1,
+            Class::BeyondForward => {
                 found.beyond_forward += 1;
                 found.first_beyond_forward.get_or_insert_with(text);
-            }
-            Class::Beyond { backward: true } => {
-                found.beyond_backward += 1;
-                found.first_beyond_backward.get_or_insert_with(text);
+                return;
             }
         }
+        found.first.get_or_insert_with(text);
     });
     println!(
         "{sc}: {} leaves in {:.2?}, {} grants, {} instants with 2+ holders compared; violating \
-         leaves: {} within the guarantee, {} after a backward step below G; not asserted: {} \
-         after a forward step of 2G, {} after a backward step of 2G; {} leaves repeated a token \
-         after a backward step below G (allowed)",
+         leaves: {} within the guarantee, {} after a backward step below G, {} after a backward \
+         step of 2G; not asserted: {} after a forward step of 2G; {} leaves repeated a token \
+         after a backward step (allowed)",
         found.leaves,
         started.elapsed(),
         found.owns,
         found.shared,
         found.guaranteed,
         found.backward,
+        found.backward_large,
         found.beyond_forward,
-        found.beyond_backward,
         found.repeated_tokens,
     );
     if let Some(first) = &found.first_beyond_forward {
         println!("  first violating leaf with a forward step of 2G (not asserted): {first}");
-    }
-    if let Some(first) = &found.first_beyond_backward {
-        println!("  first violating leaf with a backward step of 2G (not asserted): {first}");
     }
     found
 }
@@ -731,6 +734,7 @@ fn base(
         horizon,
         sabotage_early: false,
         track_broken: false,
+        sabotage_duplicates: false,
     }
 }
 
@@ -968,8 +972,9 @@ fn departure_step_trees() -> Vec<(Scenario, u64)> {
 
 /// Rule 17's claim, and rule 10's for backward steps: with a step of
 /// `G/4` or `G/2` forward anywhere the tree puts one, no two workers hold
-/// one task and tokens stay fenced; after a backward step they stay
-/// exclusive. Around a join: one worker owns `(0, 1)`, a second joins.
+/// one task and tokens stay fenced; after a backward step of any size the
+/// tree uses (`G/4`, `G/2`, `2G`) they stay exclusive. Around a join: one
+/// worker owns `(0, 1)`, a second joins.
 #[test]
 fn clock_steps_below_the_gap_never_break_exclusivity_around_a_join_in_any_interleaving() {
     for (sc, leaves) in join_step_trees() {
@@ -1021,7 +1026,7 @@ fn a_graceful_leave_racing_a_registration_never_overlaps_in_any_interleaving() {
 }
 
 /// The power of the search: with rule 17 switched off
-/// (`sabotage_grant_from_early_registration`), the search finds by itself a
+/// (`NegativeControl::GrantFromEarlyRegistration`), the search finds by itself a
 /// schedule in which a forward step below the gap lets two workers hold one
 /// task, in whole-pair mode around a join and in incremental mode after a
 /// departure, and prints it; the same trees with the rule find none.
@@ -1055,71 +1060,143 @@ fn without_rule_17_the_search_finds_the_forward_step_schedule() {
         let clean = search(&fixed);
         assert_eq!(clean.leaves, 475);
         assert_eq!(
-            (clean.guaranteed, clean.backward),
-            (0, 0),
+            (clean.guaranteed, clean.backward, clean.backward_large),
+            (0, 0, 0),
             "{fixed}: {:?}",
             clean.first
         );
     }
 }
 
-/// A limit the search found (with a backward step of `2G`, so outside what
-/// it asserts): a backward step that reopens an interval after a worker
-/// registered early in the next one can hand one position to two workers,
-/// for good. Ranked, C, D, A at positions 0, 1, 2; D crashes at `2.5 L`.
+/// The schedule of the departure tree with a backward step of `2G`: the
+/// backward step at true 4.05 L, C's requests in 3 lost, A's straddling
+/// interval 3, then prompt links (the prefix of choices below).
+fn reopening_schedule(incremental: bool, sabotage_duplicates: bool) -> Leaf {
+    let mut sc = departure(Mode::Ranked, incremental, 3..5, &STEP_FATES);
+    sc.steps = vec![Some(ClockStep {
+        at: 4 * L + L / 20,
+        by: -2 * sc.g() as i64,
+    })];
+    sc.sabotage_duplicates = sabotage_duplicates;
+    // request-lost, straddle, prompt, prompt.
+    let leaf = replay(&sc, &[2, 3, 0, 0], Instant::now());
+    assert_eq!(
+        leaf.choices.join(" "),
+        "step:-300000us@4.05L w0@3L:request-lost w2@3L:straddle w0@4L:prompt w2@4L:prompt"
+    );
+    leaf
+}
+
+/// `(server time since the epoch's interval 0, position, count)` of every
+/// registration of worker `w` counted in interval `k`.
+fn counted(leaf: &Leaf, w: usize, k: u64) -> Vec<(i64, i64, i64)> {
+    leaf.outcome
+        .execs
+        .iter()
+        .filter(|e| e.worker == w && !e.leave && e.reply[..2] == [1, (K0 + k) as i64])
+        .map(|e| (e.server - SERVER_EPOCH_US, e.reply[4], e.reply[5]))
+        .collect()
+}
+
+/// Whether worker `w` was handed a pair or a task set at or after `t`.
+fn granted_after(leaf: &Leaf, w: usize, t: u64) -> bool {
+    let name = format!("w{w}");
+    leaf.outcome.history.iter().any(|r| match r {
+        lease_history::Record::Own { worker, at_us, .. } => *worker == name && *at_us >= t,
+        _ => false,
+    })
+}
+
+/// Rule 15's duplicate clause closes the hole the search found with a
+/// backward step of `2G`: a backward step that reopens an interval after a
+/// worker registered early in the next one carries one position to two
+/// members of that next set. Ranked, C, D, A at positions 0, 1, 2; D
+/// crashes at `2.5 L`.
 ///
 /// - In 3, C's requests are lost; A's first registration executes (closed 3
 ///   is `{A}`), its reply is held and its last retry executes at server
 ///   4.002 (wrong interval); A re-aims into 4, executing at 4.003 and
-///   carrying position 0 of closed 3 = `{A}` (rule 15's score 0).
+///   carrying position 0 of closed 3 = `{A}` (score 0).
 /// - At true 4.05 the server clock steps back `0.3 L` (to 3.75): interval 3
 ///   is open again. C's registration at 4.1667 is answered wrong-interval
 ///   (3), C stands down (rule 10, its newest interval before the step was
 ///   2) and registers into the reopened 3, then into 4: the set of 4 now
 ///   holds A with score 0 (from the first version of 3) and C with score 0
 ///   (from the second, `{C: 0, A: 2}`).
-/// - Both are keepers at position 0 of closed 4, and so of every later
-///   interval (the carried scores never change): C is granted `(0, 2)` from
-///   5; A, whose fence (newest interval before the step, 4) holds it off
-///   until 7, is granted `(0, 2)` from 7, and both hold it to the end.
-///
-/// Rule 10's fence needs one version of each closed interval, but the two
-/// versions of 3 were carried into one set of 4, so the positions of every
-/// closed interval after it repeat. This pins the schedule: a fix of the
-/// protocol makes this test fail, and it should then assert no overlap.
+/// - Closed 4 is `{C: 0, A: 0}`: C is first by token and keeps 0, A is a
+///   filler and takes 1, and both keep their distinct positions from then
+///   on. Without the clause both kept 0 for good (the negative control
+///   below).
 #[test]
-fn a_backward_step_that_reopens_an_interval_can_hand_one_position_to_two_workers() {
+fn a_backward_step_that_reopens_an_interval_never_hands_one_position_to_two_workers() {
     for incremental in [false, true] {
-        let mut sc = departure(Mode::Ranked, incremental, 3..5, &STEP_FATES);
-        sc.steps = vec![Some(ClockStep {
-            at: 4 * L + L / 20,
-            by: -2 * sc.g() as i64,
-        })];
-        // request-lost, straddle, prompt, prompt.
-        let leaf = replay(&sc, &[2, 3, 0, 0], Instant::now());
-        assert_eq!(
-            leaf.choices.join(" "),
-            "step:-300000us@4.05L w0@3L:request-lost w2@3L:straddle w0@4L:prompt w2@4L:prompt"
-        );
-        let counted = |w: usize, k: u64| -> Vec<(i64, i64, i64)> {
-            leaf.outcome
-                .execs
-                .iter()
-                .filter(|e| e.worker == w && !e.leave && e.reply[..2] == [1, (K0 + k) as i64])
-                .map(|e| (e.server - SERVER_EPOCH_US, e.reply[4], e.reply[5]))
-                .collect()
-        };
+        let leaf = reopening_schedule(incremental, false);
         // A in 4 before the step, from closed 3 = {A}; C in the reopened 3
         // and in 4 after it, from closed 2 and the second version of 3.
-        assert_eq!(counted(2, 4)[0], (4_003_000, 0, 1));
-        assert_eq!(counted(0, 3), [(3_868_166, 0, 3)]);
-        assert_eq!(counted(0, 4), [(4_167_166, 0, 2)]);
-        // From then on both are at position 0 of 2.
-        assert_eq!(counted(0, 6)[0].1..counted(0, 6)[0].2, 0..2);
-        assert_eq!(counted(2, 6)[0].1..counted(2, 6)[0].2, 0..2);
+        assert_eq!(counted(&leaf, 2, 4)[0], (4_003_000, 0, 1));
+        assert_eq!(counted(&leaf, 0, 3), [(3_868_166, 0, 3)]);
+        assert_eq!(counted(&leaf, 0, 4), [(4_167_166, 0, 2)]);
+        // From closed 4 on, C is at 0 and A at 1 of 2.
+        for k in 5..=7 {
+            assert_eq!(counted(&leaf, 0, k)[0].1..counted(&leaf, 0, k)[0].2, 0..2);
+            assert_eq!(counted(&leaf, 2, k)[0].1..counted(&leaf, 2, k)[0].2, 1..2);
+        }
+        // Both are granted again after the step, and never together.
+        assert!(granted_after(&leaf, 0, 5 * L) && granted_after(&leaf, 2, 5 * L));
+        let o = &leaf.outcome.overlaps;
+        assert!(o.is_empty(), "{o:?}\n{}", leaf.schedule());
+        assert!(leaf.outcome.summary.is_ok(), "{}", leaf.outcome.summary);
+    }
+}
+
+/// The negative control of rule 15's duplicate clause: with
+/// `SimStore::sabotage_duplicate_keepers` (every member carrying a position
+/// keeps it), the same schedule hands position 0 of 2 to both C and A in
+/// every interval after closed 4. C is granted `(0, 2)` from 5, A (whose
+/// fence, its newest interval before the step, 4, holds it off until 7)
+/// from 7, and both hold it to the end of the run; the driver's direct
+/// check and the history checker catch it, and the search finds the
+/// schedule by itself.
+#[test]
+fn duplicate_keepers_hand_one_position_to_two_workers_and_are_caught() {
+    for incremental in [false, true] {
+        let leaf = reopening_schedule(incremental, true);
+        assert_eq!(counted(&leaf, 2, 4)[0], (4_003_000, 0, 1));
+        assert_eq!(counted(&leaf, 0, 4), [(4_167_166, 0, 2)]);
+        assert_eq!(counted(&leaf, 0, 6)[0].1..counted(&leaf, 0, 6)[0].2, 0..2);
+        assert_eq!(counted(&leaf, 2, 6)[0].1..counted(&leaf, 2, 6)[0].2, 0..2);
         let o = &leaf.outcome.overlaps;
         assert_eq!(o.len(), 1, "{o:?}");
-        assert_eq!((o[0].a, o[0].b, o[0].end), (0, 2, sc.horizon));
+        assert_eq!((o[0].a, o[0].b, o[0].end), (0, 2, 8 * L));
         assert!(!leaf.outcome.summary.is_ok());
     }
+    // The search finds it by itself, in a small tree around it (the step
+    // alone, three fates for both survivors in 3 and 4), and finds nothing
+    // there with the clause.
+    const FATES: [Fate; 3] = [Fate::Prompt, Fate::RequestLost, Fate::Straddle];
+    let mut fixed = departure(Mode::Ranked, false, 3..5, &FATES);
+    fixed.steps = vec![Some(ClockStep {
+        at: 4 * L + L / 20,
+        by: -2 * fixed.g() as i64,
+    })];
+    assert_eq!(fixed.expected_leaves(), 81);
+    let broken = Scenario {
+        sabotage_duplicates: true,
+        ..fixed.clone()
+    };
+    let found = search(&broken);
+    assert_eq!(found.leaves, 81);
+    let first = found.first.expect("a schedule that breaks exclusivity");
+    assert!(found.backward_large >= 1, "{first}");
+    assert!(
+        first.contains("w0@3L:request-lost w2@3L:straddle"),
+        "{first}"
+    );
+    let clean = search(&fixed);
+    assert_eq!(
+        (clean.leaves, clean.backward_large),
+        (81, 0),
+        "{:?}",
+        clean.first
+    );
 }

@@ -32,7 +32,7 @@
 //!    C's previous reply is `(10, p9 = (0, 2))`, and the reply from 11 implies
 //!    `p10 = (0, 2)`: agreement, at true `11.0045 − J`.
 //!
-//! Without rule 17 (`sabotage_grant_from_early_registration`) that reply
+//! Without rule 17 (`NegativeControl::GrantFromEarlyRegistration`) that reply
 //! grants `T(0, 2)` while A still holds `T(2, 3)`: 668 task ids of 0..4096
 //! for `J − 6.791 ms` (23.209 ms at `J` = 0.03 L), in both handover modes,
 //! and for every `J` from 0.01 L to 0.149 L. With it the reply executed
@@ -47,7 +47,7 @@
 //! arrives after the stand-down (when the request naming 11 executes, at
 //! server 11.005). The stand-down forgets the requests in flight, so that
 //! reply seeds nothing, and only with both switches off
-//! (`sabotage_keep_requests_across_stand_down` too) does C's early reply
+//! (`NegativeControl::KeepRequestsAcrossStandDown` too) does C's early reply
 //! grant, at true 10.8565, for 141.209 ms of overlap.
 
 mod driver;
@@ -142,9 +142,9 @@ impl Net for Script {
 
 #[derive(Clone, Copy, Debug)]
 struct Switches {
-    /// `sabotage_grant_from_early_registration`: rule 17 off.
+    /// `NegativeControl::GrantFromEarlyRegistration`: rule 17 off.
     early: bool,
-    /// `sabotage_keep_requests_across_stand_down`: rule 10's forgetting off.
+    /// `NegativeControl::KeepRequestsAcrossStandDown`: rule 10's forgetting off.
     keep: bool,
 }
 

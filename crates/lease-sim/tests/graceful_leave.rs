@@ -2,8 +2,8 @@
 //! set of the interval open when the request executes, registers no more,
 //! and serves the lease it holds until its deadline minus the drain budget.
 //!
-//! The uniform cancel scenario rarely catches a wrong leave (research
-//! §6.3), so the negative controls use targeted constructions: a newcomer Y
+//! The uniform cancel scenario rarely catches a wrong leave, so the
+//! negative controls use targeted constructions: a newcomer Y
 //! settles in the last position; in interval 15 the removal is made to
 //! execute between Y's registration and that of a worker Z firing at least
 //! 0.01 L after Y, so a closed set written by the removal is read in two
@@ -165,7 +165,7 @@ fn a_correct_leave_breaks_nothing_in_the_targeted_constructions() {
     }
 }
 
-/// Negative control (research `bad-also`): removing the token from the
+/// Negative control (`LeaveSabotage::AlsoClosed`): removing the token from the
 /// closed set before the open one too. Readers of that closed set before and
 /// after the removal disagree, and the checker catches it.
 #[test]
@@ -174,12 +174,12 @@ fn a_leave_that_also_writes_the_closed_set_is_caught() {
         tally(Construction::Split, Some(LeaveSabotage::AlsoClosed), || {
             None
         });
-    eprintln!("bad-also, split: caught in {violating}/{built}");
+    eprintln!("AlsoClosed, split: caught in {violating}/{built}");
     assert!(closed > 0);
     assert!(violating * 2 >= built, "caught in only {violating}/{built}");
 }
 
-/// Negative control (research `bad-instead`): removing from the closed set
+/// Negative control (`LeaveSabotage::InsteadClosed`): removing from the closed set
 /// only.
 #[test]
 fn a_leave_that_writes_only_the_closed_set_is_caught() {
@@ -188,12 +188,12 @@ fn a_leave_that_writes_only_the_closed_set_is_caught() {
         Some(LeaveSabotage::InsteadClosed),
         || None,
     );
-    eprintln!("bad-instead, split: caught in {violating}/{built}");
+    eprintln!("InsteadClosed, split: caught in {violating}/{built}");
     assert!(closed > 0);
     assert!(violating * 3 >= built, "caught in only {violating}/{built}");
 }
 
-/// Negative control (research `bad-named`): removing from the interval the
+/// Negative control (`LeaveSabotage::ClientNamed`): removing from the interval the
 /// client named, which is closed once the request executes late.
 #[test]
 fn a_leave_from_the_interval_the_client_names_is_caught() {
@@ -201,12 +201,12 @@ fn a_leave_from_the_interval_the_client_names_is_caught() {
         tally(Construction::Late, Some(LeaveSabotage::ClientNamed), || {
             None
         });
-    eprintln!("bad-named, late: caught in {violating}/{built}");
+    eprintln!("ClientNamed, late: caught in {violating}/{built}");
     assert!(closed > 0);
     assert!(violating * 2 >= built, "caught in only {violating}/{built}");
 }
 
-/// Negative control (research `bad-overdrain`): the departed keeps its lease
+/// Negative control (`NegativeControl::OverdrainPastDeadline`): the departed keeps its lease
 /// (from 15, deadline 17 L) half an interval past its deadline; the
 /// survivors take over at their regrant from 17 and the checker catches the
 /// overlap.
@@ -218,7 +218,7 @@ fn a_leave_that_drains_past_the_deadline_is_caught() {
         Some(o)
     };
     let (built, violating, _) = tally(Construction::AfterRegistering, None, overdrain);
-    eprintln!("bad-overdrain, after registering: caught in {violating}/{built}");
+    eprintln!("OverdrainPastDeadline, after registering: caught in {violating}/{built}");
     assert!(violating * 2 >= built, "caught in only {violating}/{built}");
 }
 

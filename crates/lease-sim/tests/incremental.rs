@@ -1,7 +1,8 @@
 //! Rule 13, incremental handover: every property in the simulator is judged
 //! per task by the history checker (task-set `own` lines), and each of the
 //! rule's three load-bearing conditions has a negative control the checker
-//! must catch (research `bad-arrival`, `bad-k1only`, `bad-skip`).
+//! must catch (`NegativeControl::DeadlineFromArrival`, `GrantNewestPairOnly`,
+//! `PairFromAnyPreviousReply`).
 
 use lease_core::NegativeControl;
 use lease_core::{Handover, Mode, Options};
@@ -57,7 +58,7 @@ fn caught(seeds: std::ops::Range<u64>, customize: fn(Options) -> Options) -> usi
         .count()
 }
 
-/// `bad-k1only`: granting `T(p(k-1))` alone, without the intersection with
+/// `GrantNewestPairOnly`: granting `T(p(k-1))` alone, without the intersection with
 /// `T(p(k-2))`, overlaps another worker on most runs with churn.
 #[test]
 fn granting_the_newest_pair_alone_is_caught() {
@@ -65,10 +66,10 @@ fn granting_the_newest_pair_alone_is_caught() {
         o.negative_control = Some(NegativeControl::GrantNewestPairOnly);
         o
     });
-    assert!(n >= 5, "bad-k1only caught in only {n}/20 runs");
+    assert!(n >= 5, "GrantNewestPairOnly caught in only {n}/20 runs");
 }
 
-/// `bad-arrival`: a deadline anchored at the reply's arrival outlives the
+/// `DeadlineFromArrival`: a deadline anchored at the reply's arrival outlives the
 /// `(k+2)L` bound when the reply is slow, and a kept part is then served
 /// past it.
 #[test]
@@ -77,15 +78,15 @@ fn a_deadline_from_the_arrival_is_caught() {
         o.negative_control = Some(NegativeControl::DeadlineFromArrival);
         o
     });
-    assert!(n >= 1, "bad-arrival never caught in 60 runs");
+    assert!(n >= 1, "DeadlineFromArrival never caught in 60 runs");
 }
 
-/// `bad-skip`: `p(k-2)` from the previous processed reply even when that
+/// `PairFromAnyPreviousReply`: `p(k-2)` from the previous processed reply even when that
 /// reply was not from `k-1`. It needs a worker counted in `k-1` whose
 /// replies from `k-2` and `k-1` were both lost, and positions that moved
 /// meanwhile (a part from `k` then overlaps another worker's kept part from
 /// `k-1` only if the skipped reply was two or more intervals back), so it
-/// is rare under the mixed regimes (research: 5/1000). A network that loses
+/// is rare under the mixed regimes. A network that loses
 /// 30 % of replies and 10 % of requests (within the guarantee: loss never
 /// breaks exclusivity) with churn makes it common; the same seeds are
 /// clean without the sabotage.
@@ -115,7 +116,10 @@ fn a_pair_from_an_older_reply_is_caught() {
     let caught = (30..60u64)
         .filter(|&seed| violated(&run(seed, true)))
         .count();
-    assert!(caught >= 2, "bad-skip caught in only {caught}/30 runs");
+    assert!(
+        caught >= 2,
+        "PairFromAnyPreviousReply caught in only {caught}/30 runs"
+    );
     for seed in 30..60u64 {
         let s = run(seed, false);
         assert!(!violated(&s), "seed {seed} without the sabotage: {s}");

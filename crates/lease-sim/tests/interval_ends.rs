@@ -60,7 +60,7 @@ fn every_lease_and_part_ends_by_the_end_of_the_interval_after_its_renewal() {
     }
 }
 
-/// Negative control (research `bad-arrival`): a deadline anchored at the
+/// Negative control (`NegativeControl::DeadlineFromArrival`): a deadline anchored at the
 /// reply's arrival outlives `(m+2)L` whenever the reply was slow. An
 /// overlap with the next holder shows it only when that holder comes in
 /// time (2 of these 20 runs in each handover mode); the interval-end check

@@ -123,7 +123,7 @@ fn a_kept_lease_always_ends_before_the_next_different_grant() {
     assert!(sabotaged > 0, "the check never fires, even on the control");
 }
 
-/// The negative control of rule 14 (research `bad-overdrain`): keeping a
+/// The negative control of rule 14 (`NegativeControl::OverdrainPastDeadline`): keeping a
 /// lease half an interval past its deadline breaks exclusivity, and the
 /// checker catches it over a few seeds of ordinary churn; the same seeds
 /// without the sabotage are clean.

@@ -5,7 +5,7 @@
 //! release written after the own it ended with an earlier instant: the
 //! checker's `ReleaseBeforeOwn` anomaly (docs/history-format.md).
 //!
-//! The cases are `lease sim --faults --handover incremental --intervals 120`
+//! The cases are `lease sim --faults --handover task-sets --intervals 120`
 //! runs (the seed, workers and gap below), found by sweeping gaps beyond the
 //! default; the negative control switches the rule off and the same runs
 //! fail again.

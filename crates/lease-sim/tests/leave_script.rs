@@ -207,6 +207,86 @@ fn ranked_positions_fill_holes_on_redis() {
     );
 }
 
+/// Rule 15's duplicate clause on a real `redis-server`: of two members
+/// carrying one position, only the first in the set's order keeps it, and
+/// the later one fills a hole before the fillers carried past the size. The
+/// set and the positions (worked out by hand) are those of
+/// `store::tests::of_two_members_carrying_one_position_only_the_first_keeps_it`.
+#[test]
+fn of_two_members_carrying_one_position_only_the_first_keeps_it_on_redis() {
+    let server = RedisServer::start().unwrap();
+    let (k, _) = server_now(&server);
+    let t: Vec<String> = (0..6).map(|x| format!("{x:032x}")).collect();
+    let closed = key(k - 1);
+    for (score, tok) in [
+        ("0", &t[1]),
+        ("0", &t[3]),
+        ("3", &t[0]),
+        ("3", &t[2]),
+        ("9", &t[5]),
+        ("4294967297.5", &t[4]),
+    ] {
+        server.command(&["ZADD", &closed, score, tok]).unwrap();
+    }
+    let source = Script::for_mode(lease_core::Mode::Ranked).source();
+    // Sent as newcomers (-1), then with the positions workers would send
+    // (their carried scores; the returnee its last position, 1): the script
+    // tries the sent position first, and a duplicate sending its score must
+    // still be a filler.
+    for sent in [["-1"; 6], ["3", "0", "3", "0", "1", "9"]] {
+        let got: Vec<(i64, i64)> = t
+            .iter()
+            .zip(sent)
+            .map(|(tok, sent)| {
+                let open = key(k);
+                let args = [
+                    L_MS.to_string(),
+                    (3 * L_MS).to_string(),
+                    k.to_string(),
+                    RULES.to_owned(),
+                    tok.clone(),
+                    sent.to_owned(),
+                ];
+                let mut cmd: Vec<&str> = vec!["EVAL", source, "3", &open, &closed, "{g}:rules"];
+                cmd.extend(args.iter().map(String::as_str));
+                let r = ints(server.command(&cmd).unwrap());
+                assert_eq!(r[0], 1, "{r:?}");
+                (r[4], r[5])
+            })
+            .collect();
+        // t1 keeps 0 and t0 keeps 3; t3, t2, t5, t4 take 1, 2, 4, 5.
+        assert_eq!(
+            got,
+            [(3, 6), (0, 6), (2, 6), (1, 6), (5, 6), (4, 6)],
+            "sent {sent:?}"
+        );
+    }
+    // Carried into k as integers.
+    let scores: Vec<String> = redis::from_redis_value(
+        server
+            .command(&["ZRANGE", &key(k), "0", "-1", "WITHSCORES"])
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        scores,
+        [
+            &t[1][..],
+            "0",
+            &t[3],
+            "1",
+            &t[2],
+            "2",
+            &t[0],
+            "3",
+            &t[5],
+            "4",
+            &t[4],
+            "5"
+        ]
+    );
+}
+
 /// Rule 12 on a real `redis-server`, for both registration scripts: the
 /// first registration writes the rules record with a TTL of `3L`, every
 /// matching one renews that TTL (here after the record was aged to 1 s),

@@ -1,4 +1,4 @@
-//! Liveness properties of DESIGN section 7, in virtual time.
+//! Liveness properties (docs/protocol.md, "Liveness"), in virtual time.
 
 mod common;
 
@@ -91,7 +91,7 @@ fn group_is_back_within_three_intervals_after_a_departure() {
             let back = run_until_settled(&mut sim, &ws, L * 4)
                 .unwrap_or_else(|| panic!("{mode} seed {seed}: not back within 4 intervals"));
             // Ranked fires early in the interval, so the regrant lands within
-            // 3 intervals. Arrival fires at the original's slots: the last slot
+            // 3 intervals. Arrival fires at the original protocol's slots: the last slot
             // of the third interval after the departure can be up to (1 - g)
             // later, so a departure late in an interval costs up to 3.85 L
             // (docs/protocol.md, "Liveness").

@@ -245,6 +245,7 @@ fn an_incremental_run_that_never_holds_passes_without_a_task_summary() {
             duplicate: 0.0,
         },
         handover: Handover::TaskSets,
+        graceful_leave: false,
         ..RunConfig::new(1_456_395_429, 6, 80)
     };
     let report = random_run(&cfg).expect("valid options");
@@ -284,9 +285,9 @@ fn the_scenarios_cancels_run_the_leave_script_with_graceful_leave() {
 /// The checker is live: a failover that loses acknowledged writes in two
 /// consecutive intervals is outside the guarantee, and over enough seeds it
 /// does break exclusivity. If this ever finds nothing, the runs above prove
-/// nothing. (Forward clock steps beyond the gap used to serve here; since
-/// rule 10 catches every step larger than the gap that a worker's own round
-/// trips can see, 200 seeds of them break nothing in either mode.)
+/// nothing. (Forward clock steps beyond the gap cannot serve here: rule 10
+/// catches every step larger than the gap that a worker's own round trips
+/// can see, and 200 seeds of them break nothing in either mode.)
 #[test]
 fn lost_writes_in_two_intervals_are_caught_by_the_checker() {
     let violating = (1..=10u64)

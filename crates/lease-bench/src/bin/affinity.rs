@@ -1,4 +1,4 @@
-//! Affinity (DESIGN section 4): the share of keys that change owner when the
+//! Affinity: the share of keys that change owner when the
 //! group changes size, under plain modulo and under the consistent mapping
 //! (jump hash), with the joins and departures each counting mode produces.
 //!

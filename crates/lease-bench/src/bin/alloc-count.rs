@@ -1,5 +1,4 @@
-//! Heap allocations per registration in steady state (DESIGN section 7,
-//! target 0), counted by a `#[global_allocator]` wrapper around the system
+//! Heap allocations per registration in steady state (the target is 0), counted by a `#[global_allocator]` wrapper around the system
 //! allocator.
 //!
 //! A [`Worker`](lease_core::Worker) of a settled group of 5 (slot 2) is

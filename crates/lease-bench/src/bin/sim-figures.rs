@@ -1,6 +1,6 @@
-//! The simulator figures of DESIGN section 7: `Ranked` against `Arrival`
-//! (the original), in one run, with the same seeds, in the regimes of the
-//! research model (research/ranked-analysis.md).
+//! The simulator figures of docs/benchmarks.md: `Ranked` against `Arrival`
+//! (the original protocol), in one run, with the same seeds, in the regimes
+//! described there (ideal, round trips, lossy, jitter).
 //!
 //! Per regime, mode and seed, three runs of the simulator (interval 1 s of
 //! virtual time, horizon 40 intervals, workers joining at random instants of
@@ -18,8 +18,8 @@
 //! - **leave**: one settled worker is cancelled at `15 L + U(0, 1) L`;
 //!   *survivors idle* and *uncovered* over the 6 intervals after it.
 //!
-//! With `--handover`, the figures of issue 14 instead (kept leases, rule
-//! 14), ideal regime, n0 = 5 and 16, the research model's task coverage: the
+//! With `--handover`, the handover figures instead (kept leases, rule
+//! 14), ideal regime, n0 = 5 and 16, task coverage: the
 //! time-averaged share of the 1,024 tasks `0..1024` held by exactly one
 //! worker under the group's mapping (modulo):
 //!
@@ -32,8 +32,7 @@
 //!   counts as a holder); *window coverage* the task coverage over that
 //!   window.
 //!
-//! With `--scenarios`, issue 14's table (research/incremental-analysis.md
-//! §4): per scenario (one join, one departure by cancel and by crash of the
+//! With `--scenarios`, the scenario table: per scenario (one join, one departure by cancel and by crash of the
 //! worker at position `n0 / 2`, a rolling restart 4 L apart, one missed
 //! registration), ideal and lossy regimes, n0 = 5 and 16, the window's task
 //! coverage, the task owner changes over it divided by the 1,024 tasks
@@ -486,7 +485,7 @@ fn leave_figures(seeds: u64) {
     );
 }
 
-/// The scenarios of the research model's §4 (issue 14's figures).
+/// The scenarios of the handover table.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Scenario {
     /// A newcomer at the event.
@@ -656,7 +655,7 @@ fn scenario_run(
     })
 }
 
-/// Issue 14's table: task coverage of the window, moved tasks, violations,
+/// The scenario table: task coverage of the window, moved tasks, violations,
 /// per scenario, regime, `n0` and variant.
 fn scenario_figures(seeds: u64, only: &str) {
     let variants = [
@@ -875,7 +874,7 @@ fn drain_budget_figures(seeds: u64, only: &str) {
 
 fn handover_figures(seeds: u64) {
     header(
-        &format!("Simulator: issue 14 handover figures, ideal regime ({seeds} seeds per cell)"),
+        &format!("Simulator: handover figures, ideal regime ({seeds} seeds per cell)"),
         "scripts/bench-sim.sh --handover",
     );
     let variants = [
@@ -945,7 +944,7 @@ fn main() {
             }
             "--scenarios" => {
                 header(
-                    &format!("Simulator: issue 14 scenarios ({seeds} seeds per cell)"),
+                    &format!("Simulator: handover scenarios ({seeds} seeds per cell)"),
                     "scripts/bench-sim.sh --scenarios",
                 );
                 scenario_figures(seeds, &filter);

@@ -7,36 +7,83 @@
 --   a token that was in closed k-1: its position there (an integer);
 --   a returnee (not in k-1): 2^32 + its sent position + 0.5;
 --   a newcomer: 2^53.
--- Positions in a closed set of size s: a member whose score is an integer
--- p < s keeps p (a keeper); the others (fillers: carried p >= s, then
--- returnees by sent position, then newcomers, ties by token) take the free
--- positions in ascending order. Keepers' scores all lie below every
--- filler's, so a filler's rank among the fillers is its rank minus the
--- number of keepers. In a settled group every member is a keeper, and this
--- costs one ZSCORE and one ZCARD.
+-- Positions in a closed set of size s: the first member (in the set's
+-- order: by score, ties by token) with an integer score p, 0 <= p < s,
+-- keeps p (a keeper). Every other member is a filler, and the fillers, in
+-- the set's order (later members with a keeper's score, then carried
+-- p >= s, then returnees by sent position, then newcomers), take the free
+-- positions in ascending order. So the positions are a permutation of 0..s
+-- whatever the scores: the two versions of an interval reopened by a
+-- backward clock step (rule 10) can carry one position to two members of
+-- the next set, and only one of them keeps it. A filler whose score is
+-- s or more ranks after every member below s, so its rank among the
+-- fillers is its rank minus the number of keepers. In a settled group every
+-- member is a keeper, and this costs one ZCARD and one ZRANGEBYSCORE of
+-- the score it sent (is it the first member with that score?).
 -- Reply: {1, k, sec, usec, position of the token in k-1 or -1, size of k-1}
 local size = redis.call('ZCARD', KEYS[2])
 local position = -1
-local carried = redis.call('ZSCORE', KEYS[2], ARGV[5])
-if carried then
-  carried = tonumber(carried)
-  if carried >= 0 and carried < size and carried == math.floor(carried) then
-    position = carried
-  else
-    local rank = redis.call('ZRANK', KEYS[2], ARGV[5])
-    local keepers = redis.call('ZRANGEBYSCORE', KEYS[2], 0, '(' .. size, 'WITHSCORES')
-    local kept = {}
-    for i = 2, #keepers, 2 do
-      kept[tonumber(keepers[i])] = true
+-- In a settled group the position a worker sends (the last one it learnt)
+-- is its score in k-1, so that score is tried first: if the first member
+-- with it is this token, the token is a keeper there. The sent value only
+-- picks the path: a keeper found through it has that score, so the
+-- position is the same function of the closed set either way. Scores go to
+-- Redis as the strings they came in (the sent digits, ZSCORE's reply): a
+-- Lua number argument costs a conversion on every call. No LIMIT: a score
+-- is normally carried by one member (more only after a backward step), and
+-- LIMIT's arguments cost more than the members they would leave out.
+local hint = nil
+if ARGV[6] and string.find(ARGV[6], '^%d+$') then
+  hint = tonumber(ARGV[6])
+  if hint < size then
+    local first = redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[6], ARGV[6])
+    if first[1] == ARGV[5] then
+      position = hint
     end
-    local j = rank - #keepers / 2
-    for p = 0, size - 1 do
-      if not kept[p] then
-        if j == 0 then
-          position = p
-          break
+  end
+end
+if position < 0 then
+  local raw = redis.call('ZSCORE', KEYS[2], ARGV[5])
+  if raw then
+    local carried = tonumber(raw)
+    local whole = carried >= 0 and carried < size and carried == math.floor(carried)
+    if whole and carried ~= hint then
+      local first = redis.call('ZRANGEBYSCORE', KEYS[2], raw, raw)
+      if first[1] == ARGV[5] then
+        position = carried
+      end
+    end
+    if position < 0 then
+      -- A filler. The members with scores below s, in order: the first of
+      -- each integer score p >= 0 keeps p, the rest are the first fillers.
+      local low = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. size, 'WITHSCORES')
+      local kept = {}
+      local keepers = 0
+      local fillers = 0
+      local j = nil
+      for i = 1, #low, 2 do
+        local p = tonumber(low[i + 1])
+        if p >= 0 and p == math.floor(p) and not kept[p] then
+          kept[p] = true
+          keepers = keepers + 1
+        else
+          if low[i] == ARGV[5] then
+            j = fillers
+          end
+          fillers = fillers + 1
         end
-        j = j - 1
+      end
+      if not j then
+        j = redis.call('ZRANK', KEYS[2], ARGV[5]) - keepers
+      end
+      for p = 0, size - 1 do
+        if not kept[p] then
+          if j == 0 then
+            position = p
+            break
+          end
+          j = j - 1
+        end
       end
     end
   end
@@ -44,6 +91,10 @@ end
 local score
 if position >= 0 then
   score = position
+  if position == hint then
+    -- The same number, as the sent digits (no conversion).
+    score = ARGV[6]
+  end
 else
   local sent = tonumber(ARGV[6])
   if sent and sent >= 0 and sent < 4294967296 then

@@ -39,7 +39,7 @@ impl Schedule {
 
 impl Worker {
     /// Rule 8: server time of the registration aimed at interval `m`.
-    /// Arrival fires at the original's slots, so firing order is index
+    /// Arrival fires at the original protocol's slots, so firing order is index
     /// order; Ranked fires early, spread by identity against a thundering
     /// herd.
     pub(super) fn fire_server(&self, m: u64) -> i64 {

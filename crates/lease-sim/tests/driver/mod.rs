@@ -395,6 +395,11 @@ impl<N: Net> Driver<N> {
         self
     }
 
+    /// The store, to switch on its test-only sabotages before the run.
+    pub(crate) fn store_mut(&mut self) -> &mut SimStore {
+        &mut self.store
+    }
+
     /// Adds a worker that starts at true `at`; returns its number.
     pub(crate) fn join(&mut self, at: u64, options: Options, token: Identity) -> usize {
         let w = self.procs.len();
