@@ -3,7 +3,9 @@
 # in every regime of docs/benchmarks.md (50 seeds per cell, virtual time).
 # Extra arguments go to the binary (--seeds N, --regime SUBSTRING, --per-seed,
 # --handover for the kept-lease and graceful-leave tables, --scenarios for
-# issue 14's incremental handover table).
+# the handover scenarios on the default options, whole pairs and Arrival,
+# --drain-budgets for the drain budget's figures). The rolling deploy from
+# the old defaults is `cargo run --release -p lease-bench --bin sim-upgrade`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo run -q --release -p lease-bench --bin sim-figures -- "$@"

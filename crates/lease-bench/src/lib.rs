@@ -6,7 +6,8 @@
 //!
 //! | binary | table |
 //! |---|---|
-//! | `sim-figures` | simulator, `Ranked` against `Arrival`, same seeds, every regime |
+//! | `sim-figures` | simulator, `Ranked` against `Arrival`, same seeds, every regime; handover scenarios; drain budgets |
+//! | `sim-upgrade` | simulator, a rolling deploy from the old defaults (whole pairs) to task sets |
 //! | `affinity` | keys moved by `n -> n+1` and `n -> n-1`, modulo and consistent |
 //! | `alloc-count` | heap allocations per registration in steady state |
 //! | `redis-settled` | real Redis: shortest interval at which 16 workers stay settled |

@@ -10,7 +10,7 @@ use rand_chacha::ChaCha8Rng;
 use lease_core::{Counting, Handover, Mode, Options, OptionsError};
 
 use crate::net::Network;
-use crate::world::{Action, Sim, SimConfig, Stats, WorkerId};
+use crate::world::{Action, Observed, Sim, SimConfig, Stats, WorkerId};
 use lease_history::{Record, Summary};
 
 /// Which faults a randomized run injects.
@@ -108,6 +108,8 @@ pub struct RunReport {
     pub stats: Stats,
     /// The history, as written.
     pub history: Vec<Record>,
+    /// Every event the workers' loops received, in order.
+    pub observed: Vec<Observed>,
 }
 
 /// Plays one randomized run.
@@ -205,11 +207,16 @@ pub fn random_run(cfg: &RunConfig) -> Result<RunReport, OptionsError> {
         }
     }
     sim.run_until(l * cfg.intervals);
-    Ok(RunReport {
+    Ok(report(sim))
+}
+
+fn report(mut sim: Sim) -> RunReport {
+    RunReport {
         summary: sim.check(),
         stats: sim.stats(),
         history: sim.closed_history(),
-    })
+        observed: sim.drain_observed(),
+    }
 }
 
 /// One of the network regimes the guarantee covers, drawn at random.

@@ -36,18 +36,27 @@
 //! worker at position `n0 / 2`, a rolling restart 4 L apart, one missed
 //! registration), ideal and lossy regimes, n0 = 5 and 16, the window's task
 //! coverage, the task owner changes over it divided by the 1,024 tasks
-//! (idle gaps ignored), and the checker's findings, for Arrival, Ranked
-//! whole-pair and Ranked incremental (consistent mapping). `--regime
+//! (idle gaps ignored), and the checker's findings, for the default
+//! options (`Options::new`: task sets under jump hash), whole pairs under
+//! modulo (`Handover::WholePairs`, the rest default) and Arrival. `--regime
 //! SUBSTRING` before it keeps the scenarios whose name has it.
 //!
-//! Usage: `sim-figures [--seeds N] [--regime SUBSTRING] [--per-seed] [--handover | --scenarios]`.
+//! With `--drain-budgets`, the same scenarios under the default options at
+//! drain budgets `b = 0`, `G/2`, `L/10` and `G`, side by side: the window's
+//! task coverage and the *quiet time* of every task handed over (from its
+//! old holder's last value with it to its new holder's grant: the loop's
+//! time to stop it before anyone else may start it); then one join with a
+//! forward server-clock step of `0.9 G` (within the guarantee) at one of 30
+//! instants after it, the shortest quiet time found.
+//!
+//! Usage: `sim-figures [--seeds N] [--regime SUBSTRING] [--per-seed] [--handover | --scenarios | --drain-budgets]`.
 
 use lease_bench::Classic as _;
 use std::time::Duration;
 
 use lease_bench::{SplitMix, Table, header, mean, percentile};
 use lease_core::ownership::Mapping;
-use lease_core::{Handover, Mode, Options, Pair};
+use lease_core::{Counting, Handover, Mode, Options, Pair};
 use lease_history::checker::{Holding, TaskCoverage, task_moves};
 use lease_history::tasks::{TASKS, TaskSet};
 use lease_history::{Checker, Record};
@@ -303,26 +312,31 @@ fn judge(mapping: Mapping) -> lease_history::Mapping {
     }
 }
 
-/// One row of the handover figures.
+/// One row of the handover figures: a name and the options of every
+/// worker of the group (interval `L`, group `g`).
 #[derive(Clone, Copy)]
 struct Variant {
     name: &'static str,
-    mode: Mode,
-    drain_budget: Option<Duration>,
-    graceful: bool,
-    /// Incremental handover (rule 13) under the consistent mapping; whole
-    /// pairs under modulo otherwise.
-    incremental: bool,
+    options: fn() -> Options,
 }
 
 impl Variant {
-    fn mapping(&self) -> Mapping {
-        if self.incremental {
-            Mapping::Consistent
-        } else {
-            Mapping::Modulo
-        }
+    fn options(&self) -> Options {
+        (self.options)()
     }
+
+    fn mapping(&self) -> Mapping {
+        self.options().mapping()
+    }
+}
+
+/// The gap `G` at the default `g = 0.15` and `L = 1 s`.
+const G: Duration = Duration::from_millis(150);
+
+/// The options of the original protocol's comparisons: whole pairs, no
+/// graceful leave (Ranked), or Arrival.
+fn classic(mode: Mode) -> Options {
+    Options::new("g", L).classic(mode)
 }
 
 /// A group of `n0` settled workers, options by `v`.
@@ -333,21 +347,7 @@ fn start_variant(
     network: Network,
     scenario: &mut SplitMix,
 ) -> (Sim, Vec<WorkerId>) {
-    let mut options = Options::new("g", L).with_gap(0.15).classic(v.mode);
-    if v.mode == Mode::Ranked {
-        let handover = if v.incremental {
-            Handover::TaskSets
-        } else {
-            Handover::WholePairs
-        };
-        options = options
-            .with_handover(handover)
-            .with_graceful_leave(v.graceful);
-        if let Some(b) = v.drain_budget {
-            options = options.with_drain_budget(b);
-        }
-    }
-    let mut cfg = SimConfig::new(seed, options);
+    let mut cfg = SimConfig::new(seed, v.options());
     cfg.network = network;
     let mut sim = Sim::new(cfg).expect("valid options");
     let ws = (0..n0)
@@ -425,32 +425,28 @@ fn over_seeds<T: Send>(seeds: u64, f: impl Fn(u64) -> T + Sync) -> Vec<T> {
 fn leave_figures(seeds: u64) {
     let variants = [
         Variant {
-            name: "ranked, graceful leave, b = G (default)",
-            mode: Mode::Ranked,
-            drain_budget: None,
-            graceful: true,
-            incremental: false,
+            name: "ranked, graceful leave, b = G",
+            options: || {
+                classic(Mode::Ranked)
+                    .with_graceful_leave(true)
+                    .with_drain_budget(G)
+            },
         },
         Variant {
             name: "ranked, graceful leave, b = 0",
-            mode: Mode::Ranked,
-            drain_budget: Some(Duration::ZERO),
-            graceful: true,
-            incremental: false,
+            options: || {
+                classic(Mode::Ranked)
+                    .with_graceful_leave(true)
+                    .with_drain_budget(Duration::ZERO)
+            },
         },
         Variant {
             name: "ranked, plain cancel (kept leases, b = G)",
-            mode: Mode::Ranked,
-            drain_budget: None,
-            graceful: false,
-            incremental: false,
+            options: || classic(Mode::Ranked).with_drain_budget(G),
         },
         Variant {
             name: "arrival (the original)",
-            mode: Mode::Arrival,
-            drain_budget: None,
-            graceful: false,
-            incremental: false,
+            options: || classic(Mode::Arrival),
         },
     ];
     let mut table = Table::new(&[
@@ -534,17 +530,64 @@ fn holder_of(sim: &Sim, ws: &[WorkerId], id: u64) -> Option<WorkerId> {
     ws.iter().copied().find(|&w| sim.holds_task(w, id))
 }
 
-/// One seed of one scenario: the window's task coverage, the task owner
-/// changes over the window divided by the number of tasks, and the
-/// checker's findings; `None` when the scenario could not be set up (no
-/// worker held the middle position at the event).
+/// What one seed of one scenario gave.
+#[derive(Clone, Copy, Debug)]
+struct ScenarioOutcome {
+    /// The window's task coverage.
+    cover: f64,
+    /// Task owner changes over the window / the number of tasks.
+    moved: f64,
+    /// The checker's findings.
+    faults: u64,
+    /// The shortest quiet time of a task handed over in the window, in L
+    /// ([`quiet_times`]); `None` when no task changed hands.
+    quiet_min: Option<f64>,
+    /// Their mean, in L.
+    quiet_mean: Option<f64>,
+}
+
+/// Per task handed over from one worker to another with its holding
+/// starting in `[from, to)`: the time from the end of the old holder's last
+/// holding of it (the instant its loop was handed the value without it) to
+/// the start of the new holder's (its grant), in L. This is the time a
+/// loop had to stop the task before anyone else could start it. Each
+/// holding is read under `mapping` (the union of its parts for a task set).
+fn quiet_times(holdings: &[Holding], mapping: Mapping, from: u64, to: u64) -> Vec<f64> {
+    let mapping = judge(mapping);
+    let mut order: Vec<&Holding> = holdings.iter().filter(|h| h.end_us > h.start_us).collect();
+    order.sort_by_key(|h| h.start_us);
+    let mut last: Vec<Option<(&str, u64)>> = vec![None; TASKS];
+    let mut out = Vec::new();
+    for h in order {
+        let set = if h.parts.is_empty() {
+            TaskSet::pair(mapping, h.i, h.n)
+        } else {
+            h.parts.iter().fold(TaskSet::default(), |s, p| {
+                s.union(&TaskSet::part(mapping, p))
+            })
+        };
+        for t in set.iter() {
+            let prev = last[t].replace((h.worker.as_str(), h.end_us));
+            if let Some((w, end)) = prev
+                && w != h.worker
+                && (from..to).contains(&h.start_us)
+            {
+                out.push(in_l(h.start_us.saturating_sub(end)));
+            }
+        }
+    }
+    out
+}
+
+/// One seed of one scenario; `None` when the scenario could not be set up
+/// (no worker held the middle position at the event).
 fn scenario_run(
     seed: u64,
     v: Variant,
     n0: usize,
     network: Network,
     scenario: Scenario,
-) -> Option<(f64, f64, u64)> {
+) -> Option<ScenarioOutcome> {
     let mut draw = SplitMix::new(seed ^ 3);
     let (mut sim, ws) = start_variant(seed, v, n0, network, &mut draw);
     let mut t = L * EVENT_AT + L.mul_f64(draw.unit());
@@ -597,7 +640,19 @@ fn scenario_run(
     let (from, to) = (us(t), us(end));
     let (cover, _) = task_cover(&holdings, v.mapping(), &TaskSet::all(), from, to);
     let moved = task_moves(checker.holdings(), judge(v.mapping()), from, to) as f64 / TASKS as f64;
-    Some((cover, moved, faults(&checker)))
+    // A crashed holder's loop was told nothing: its holding ends at its
+    // deadline, so its quiet time would be the protocol's, not the loop's.
+    let quiet = match scenario {
+        Scenario::Crash => Vec::new(),
+        _ => quiet_times(checker.holdings(), v.mapping(), from, to),
+    };
+    Some(ScenarioOutcome {
+        cover,
+        moved,
+        faults: faults(&checker),
+        quiet_min: quiet.iter().copied().reduce(f64::min),
+        quiet_mean: (!quiet.is_empty()).then(|| mean(&quiet)),
+    })
 }
 
 /// The scenario table: task coverage of the window, moved tasks, violations,
@@ -605,32 +660,16 @@ fn scenario_run(
 fn scenario_figures(seeds: u64, only: &str) {
     let variants = [
         Variant {
+            name: "default (Options::new)",
+            options: || Options::new("g", L),
+        },
+        Variant {
+            name: "whole pairs (modulo)",
+            options: || Options::new("g", L).with_handover(Handover::WholePairs),
+        },
+        Variant {
             name: "arrival (the original)",
-            mode: Mode::Arrival,
-            drain_budget: None,
-            graceful: false,
-            incremental: false,
-        },
-        Variant {
-            name: "ranked whole-pair (kept, holes, graceful leave)",
-            mode: Mode::Ranked,
-            drain_budget: None,
-            graceful: true,
-            incremental: false,
-        },
-        Variant {
-            name: "ranked incremental (kept, holes, graceful leave)",
-            mode: Mode::Ranked,
-            drain_budget: None,
-            graceful: true,
-            incremental: true,
-        },
-        Variant {
-            name: "ranked incremental, b = 0",
-            mode: Mode::Ranked,
-            drain_budget: Some(Duration::ZERO),
-            graceful: true,
-            incremental: true,
+            options: || Options::new("g", L).with_counting(Counting::Arrival),
         },
     ];
     let mut table = Table::new(&[
@@ -652,14 +691,14 @@ fn scenario_figures(seeds: u64, only: &str) {
         for (regime, network) in [("ideal", Network::ideal(L)), ("lossy", Network::lossy(L))] {
             for n0 in [5usize, 16] {
                 for v in variants {
-                    let runs: Vec<(f64, f64, u64)> = over_seeds(seeds, |seed| {
+                    let runs: Vec<ScenarioOutcome> = over_seeds(seeds, |seed| {
                         scenario_run(seed, v, n0, network.clone(), scenario)
                     })
                     .into_iter()
                     .flatten()
                     .collect();
-                    let cover: Vec<f64> = runs.iter().map(|r| r.0).collect();
-                    let moved: Vec<f64> = runs.iter().map(|r| r.1).collect();
+                    let cover: Vec<f64> = runs.iter().map(|r| r.cover).collect();
+                    let moved: Vec<f64> = runs.iter().map(|r| r.moved).collect();
                     table.row([
                         scenario.name().to_owned(),
                         regime.to_owned(),
@@ -670,7 +709,7 @@ fn scenario_figures(seeds: u64, only: &str) {
                         format!("{:.3}", mean(&moved)),
                         format!("{:.3}", moved.iter().copied().fold(0.0, f64::max)),
                         runs.len().to_string(),
-                        runs.iter().map(|r| r.2).sum::<u64>().to_string(),
+                        runs.iter().map(|r| r.faults).sum::<u64>().to_string(),
                     ]);
                 }
             }
@@ -684,6 +723,155 @@ fn scenario_figures(seeds: u64, only: &str) {
     );
 }
 
+/// One join under the default options with budget `v`, and a forward step
+/// of the server clock by `0.9 G` (within the guarantee, rule 17) at
+/// `offset` after the join: the shortest quiet time of a task handed over
+/// in `[join, join + 6 L)` ([`quiet_times`]), and the checker's findings.
+fn stepped_join(seed: u64, v: Variant, n0: usize, offset: Duration) -> (Option<f64>, u64) {
+    let mut draw = SplitMix::new(seed ^ 3);
+    let (mut sim, _) = start_variant(seed, v, n0, Network::ideal(L), &mut draw);
+    let t = L * EVENT_AT + L.mul_f64(draw.unit());
+    sim.run_until(t);
+    sim.schedule_join(t);
+    sim.schedule(t + offset, Action::ClockStep(us(G.mul_f64(0.9)) as i64));
+    sim.run_until(t + L * (WINDOW + 1));
+    let checker = Checker::new(&sim.closed_history(), Some(us(sim.now())));
+    let quiet = quiet_times(checker.holdings(), v.mapping(), us(t), us(t + L * WINDOW));
+    (quiet.into_iter().reduce(f64::min), faults(&checker))
+}
+
+/// [`stepped_join`] at 30 step instants `0, L/10, ..., 2.9 L` after the
+/// join: per budget and `n0`, the shortest quiet time over the instants
+/// and seeds, and the mean over the seeds of each seed's shortest.
+fn stepped_join_figures(seeds: u64, variants: &[Variant]) {
+    let mut table = Table::new(&[
+        "n0",
+        "budget",
+        "shortest quiet time (L)",
+        "mean of the seeds' shortest",
+        "runs",
+        "violations",
+    ]);
+    for n0 in [5usize, 16] {
+        for &v in variants {
+            let per_seed: Vec<(f64, u64, usize)> = over_seeds(seeds, |seed| {
+                let runs: Vec<(Option<f64>, u64)> = (0..30)
+                    .map(|k| stepped_join(seed, v, n0, L / 10 * k))
+                    .collect();
+                let min = runs
+                    .iter()
+                    .filter_map(|r| r.0)
+                    .fold(f64::INFINITY, f64::min);
+                (min, runs.iter().map(|r| r.1).sum(), runs.len())
+            });
+            let mins: Vec<f64> = per_seed.iter().map(|r| r.0).collect();
+            table.row([
+                n0.to_string(),
+                v.name.to_owned(),
+                format!("{:.3}", mins.iter().copied().fold(f64::INFINITY, f64::min)),
+                format!("{:.3}", mean(&mins)),
+                per_seed.iter().map(|r| r.2).sum::<usize>().to_string(),
+                per_seed.iter().map(|r| r.1).sum::<u64>().to_string(),
+            ]);
+        }
+    }
+    table.print();
+    println!(
+        "One join (ideal network) with a forward step of the server clock by 0.9 G at one of 30 \
+         instants 0, 0.1 L, ..., 2.9 L after it: the quiet time of every task handed over in \
+         the 6 L after the join, shortest over the instants.\n"
+    );
+}
+
+/// The drain budget's figures: the scenarios of [`scenario_figures`] under
+/// the default options at `b = 0`, `G/2`, `L/10` and `G`, side by side: the
+/// window's task coverage, and the quiet time of every task handed over
+/// ([`quiet_times`]).
+fn drain_budget_figures(seeds: u64, only: &str) {
+    let variants = [
+        Variant {
+            name: "b = 0",
+            options: || Options::new("g", L).with_drain_budget(Duration::ZERO),
+        },
+        Variant {
+            name: "b = G/2",
+            options: || Options::new("g", L).with_drain_budget(G / 2),
+        },
+        Variant {
+            name: "b = L/10",
+            options: || Options::new("g", L).with_drain_budget(L / 10),
+        },
+        Variant {
+            name: "b = G",
+            options: || Options::new("g", L).with_drain_budget(G),
+        },
+    ];
+    let mut heads = vec!["scenario".to_owned(), "regime".to_owned(), "n0".to_owned()];
+    heads.extend(variants.iter().map(|v| format!("coverage {}", v.name)));
+    heads.extend(
+        variants
+            .iter()
+            .map(|v| format!("quiet {} (min / mean)", v.name)),
+    );
+    heads.push("runs".to_owned());
+    heads.push("violations".to_owned());
+    let heads: Vec<&str> = heads.iter().map(String::as_str).collect();
+    let mut table = Table::new(&heads);
+    for scenario in Scenario::ALL {
+        if !scenario.name().contains(only) {
+            continue;
+        }
+        for (regime, network) in [("ideal", Network::ideal(L)), ("lossy", Network::lossy(L))] {
+            for n0 in [5usize, 16] {
+                let mut covers = Vec::new();
+                let mut quiets = Vec::new();
+                let (mut runs, mut violations) = (0, 0);
+                for v in variants {
+                    let out: Vec<ScenarioOutcome> = over_seeds(seeds, |seed| {
+                        scenario_run(seed, v, n0, network.clone(), scenario)
+                    })
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                    let cover: Vec<f64> = out.iter().map(|r| r.cover).collect();
+                    covers.push(format!(
+                        "{:.3} ({:.3})",
+                        mean(&cover),
+                        cover.iter().copied().fold(1.0, f64::min)
+                    ));
+                    let min = out.iter().filter_map(|r| r.quiet_min).reduce(f64::min);
+                    let means: Vec<f64> = out.iter().filter_map(|r| r.quiet_mean).collect();
+                    quiets.push(match min {
+                        Some(min) => format!("{min:.3} / {:.3}", mean(&means)),
+                        None => "–".to_owned(),
+                    });
+                    runs += out.len();
+                    violations += out.iter().map(|r| r.faults).sum::<u64>();
+                }
+                let mut row = vec![
+                    scenario.name().to_owned(),
+                    regime.to_owned(),
+                    n0.to_string(),
+                ];
+                row.extend(covers);
+                row.extend(quiets);
+                row.push(runs.to_string());
+                row.push(violations.to_string());
+                table.row(row);
+            }
+        }
+    }
+    table.print();
+    println!(
+        "Coverage: the window's task coverage, mean (worst seed), as in the scenario table. \
+         Quiet: per task handed over in the window, the time from its old holder's last value \
+         with it to its new holder's grant, in L (shortest over all seeds / mean of the \
+         seeds' means; none for a crash, whose holder is told nothing). Runs and violations \
+         summed over the budgets.\n"
+    );
+    stepped_join_figures(seeds, &variants);
+}
+
 fn handover_figures(seeds: u64) {
     header(
         &format!("Simulator: handover figures, ideal regime ({seeds} seeds per cell)"),
@@ -691,25 +879,16 @@ fn handover_figures(seeds: u64) {
     );
     let variants = [
         Variant {
-            name: "ranked, kept leases, b = G (default)",
-            mode: Mode::Ranked,
-            drain_budget: None,
-            graceful: false,
-            incremental: false,
+            name: "ranked, kept leases, b = G",
+            options: || classic(Mode::Ranked).with_drain_budget(G),
         },
         Variant {
             name: "ranked, kept leases, b = 0",
-            mode: Mode::Ranked,
-            drain_budget: Some(Duration::ZERO),
-            graceful: false,
-            incremental: false,
+            options: || classic(Mode::Ranked).with_drain_budget(Duration::ZERO),
         },
         Variant {
             name: "arrival (the original)",
-            mode: Mode::Arrival,
-            drain_budget: None,
-            graceful: false,
-            incremental: false,
+            options: || classic(Mode::Arrival),
         },
     ];
     let mut table = Table::new(&[
@@ -751,6 +930,16 @@ fn main() {
             "--per-seed" => per_seed = true,
             "--handover" => {
                 handover_figures(seeds);
+                return;
+            }
+            "--drain-budgets" => {
+                header(
+                    &format!(
+                        "Simulator: the drain budget under the default options ({seeds} seeds per cell)"
+                    ),
+                    "scripts/bench-sim.sh --drain-budgets",
+                );
+                drain_budget_figures(seeds, &filter);
                 return;
             }
             "--scenarios" => {
