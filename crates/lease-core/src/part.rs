@@ -98,6 +98,8 @@ impl Part {
     pub(crate) fn canonical(&self, mapping: Mapping) -> Self {
         let (small, large) = self.by_size();
         match mapping {
+            // The pair (0, 1) holds every task: the part is the other pair.
+            _ if small.n() == 1 => Self::whole(large),
             Mapping::Consistent if small.i() == large.i() && large.i() < small.n() => {
                 Self::whole(large)
             }
@@ -110,7 +112,8 @@ impl Part {
     /// containment that only a union of parts shows), used to tell whether a
     /// change of parts changes the task set.
     pub(crate) fn within(&self, other: &Part, mapping: Mapping) -> bool {
-        if self == other {
+        // Everything is within the pair (0, 1), which holds every task.
+        if self == other || other.pair().is_some_and(|p| p.n() == 1) {
             return true;
         }
         // A part is inside each of its two pairs' sets; a whole pair (i, n)
@@ -293,6 +296,20 @@ mod tests {
             maximal([part(1, 4, 1, 3)], m),
             maximal([part(1, 4, 1, 4)], m)
         );
+        // A group of one growing: T(0,1) holds every task, so its part with
+        // (3, 5) is the whole pair (3, 5), and (3, 5) is within (0, 1).
+        for mapping in [Mapping::Consistent, Mapping::Modulo] {
+            assert_eq!(
+                part(3, 5, 0, 1).canonical(mapping),
+                part(3, 5, 3, 5),
+                "{mapping:?}"
+            );
+            assert_eq!(
+                maximal([part(0, 1, 0, 1), part(3, 5, 0, 1)], mapping),
+                vec![part(0, 1, 0, 1)],
+                "{mapping:?}"
+            );
+        }
     }
 
     #[test]
