@@ -56,6 +56,9 @@ pub mod api {
         Assignment, Counting, GroupRules, Handover, Identity, Idle, IdleReason, Lease, Mapping,
         Mode, OptionsError, Pair, Part, PartLease, Ranked, Refusal, TaskDelta,
     };
+    /// Push-down predicates: a lease's buckets and their PostgreSQL
+    /// condition ([`Lease::buckets`]).
+    pub use lease_core::pushdown;
 }
 pub use driver::{Driver, MAX_IN_FLIGHT};
 pub use stream::Assignments;
