@@ -322,7 +322,10 @@ fn modulo_whole_buckets(parts: &[Part], count: u32, covered: impl Fn(u64) -> boo
             .filter(|&bucket| {
                 parts.iter().any(|p| {
                     let [i, n, pi, pn] = p.describe();
-                    count % n == 0 && count % pn == 0 && bucket % n == i && bucket % pn == pi
+                    count.is_multiple_of(n)
+                        && count.is_multiple_of(pn)
+                        && bucket % n == i
+                        && bucket % pn == pi
                 })
             })
             .collect();
@@ -420,7 +423,7 @@ mod tests {
                 }
                 let divides = parts.iter().all(|p| {
                     let [_, n, _, pn] = p.describe();
-                    count % n == 0 && count % pn == 0
+                    count.is_multiple_of(n) && count.is_multiple_of(pn)
                 });
                 if divides {
                     for id in ids {

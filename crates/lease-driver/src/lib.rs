@@ -52,13 +52,13 @@ pub use connection::{Command, Connection, Integers, Verb};
 pub mod api {
     #[cfg(feature = "stream")]
     pub use futures_core::Stream;
+    /// Push-down predicates: a lease's buckets and their PostgreSQL
+    /// condition ([`Lease::buckets`]).
+    pub use lease_core::pushdown;
     pub use lease_core::{
         Assignment, Counting, GroupRules, Handover, Identity, Idle, IdleReason, Lease, Mapping,
         Mode, OptionsError, Pair, Part, PartLease, Ranked, Refusal, TaskDelta,
     };
-    /// Push-down predicates: a lease's buckets and their PostgreSQL
-    /// condition ([`Lease::buckets`]).
-    pub use lease_core::pushdown;
 }
 pub use driver::{Driver, MAX_IN_FLIGHT};
 pub use stream::Assignments;

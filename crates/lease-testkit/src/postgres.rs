@@ -224,7 +224,12 @@ enum Launch {
     Fatal(io::Error),
 }
 
-fn launch(bin: &Path, dir: &Path, port: u16, account: Option<(u32, u32)>) -> Result<PgProcess, Launch> {
+fn launch(
+    bin: &Path,
+    dir: &Path,
+    port: u16,
+    account: Option<(u32, u32)>,
+) -> Result<PgProcess, Launch> {
     let fatal = Launch::Fatal;
     let program = bin.join("postgres");
     let args: Vec<String> = [
