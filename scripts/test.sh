@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The test command of the README: installs what the tests need (redis-server,
-# which the tests start themselves on free ports), then runs every test of the
-# workspace. Extra arguments go to `cargo test`.
+# The test command of the README: installs what the tests need (redis-server
+# and PostgreSQL, which the tests start themselves on free ports), then runs
+# every test of the workspace. Extra arguments go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +11,15 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server >/dev/null
   # The package may start a system service on 6379; the tests do not use it.
+fi
+
+# PostgreSQL for the push-down tests (lease-testkit's PostgresServer starts
+# a private server on a free port; it never uses a system one on 5432).
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && [ -z "${LEASE_PG_BIN:-}" ]; then
+  echo "PostgreSQL not found: installing it (Debian package postgresql)" >&2
+  if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq postgresql >/dev/null
 fi
 
 cargo test --workspace --all-features "$@"

@@ -42,7 +42,7 @@
 //! hash) per value of the stream, and the list has about `B / n` entries,
 //! which travel with every query as an array parameter. Bucketing rounds
 //! the split to whole buckets: with `B` buckets over `n` workers each
-//! worker's share varies by about `sqrt(n / B)` around `1 / n`, and a join
+//! worker's share is `1 / n` give or take a relative `sqrt(n / B)`, and a join
 //! moves whole buckets, about `B / (n + 1)` of them, which is near the
 //! ideal `1 / (n + 1)` of the tasks only when `B` is much larger than `n`
 //! (say `B ≥ 100·n`; 1,024 or 4,096 for groups of up to a few dozen).
