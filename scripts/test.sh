@@ -22,4 +22,10 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && [ -z "${LEASE_PG_BIN
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq postgresql >/dev/null
 fi
 
+# pg8000 (PyPI) for the Python example that `lease run`'s test runs.
+if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import pg8000' 2>/dev/null; then
+  echo "pg8000 not found: installing it (PyPI)" >&2
+  python3 -m pip install -q pg8000
+fi
+
 cargo test --workspace --all-features "$@"
