@@ -28,4 +28,10 @@ if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import pg8000' 2>/dev/nul
   python3 -m pip install -q pg8000
 fi
 
+# node-postgres for the Node example, from its lock file (npm registry).
+if command -v npm >/dev/null 2>&1 && [ ! -d examples/lease-run/node/node_modules/pg ]; then
+  echo "installing the Node example's dependencies (npm ci)" >&2
+  npm ci --prefix examples/lease-run/node --no-audit --no-fund --silent
+fi
+
 cargo test --workspace --all-features "$@"

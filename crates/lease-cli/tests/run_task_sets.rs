@@ -1,11 +1,14 @@
-//! `lease run` under task sets (its default) with the Python example
-//! `examples/lease-run/claim_rows.py`, against a private redis-server and
-//! a private PostgreSQL: the child keeps its process through a join (same
-//! PID before and after), follows the lease file, and holds exactly the rows
-//! of its buckets, while the two lease files split the buckets.
+//! `lease run` under task sets (its default) with the examples
+//! `examples/lease-run/claim_rows.py` (Python, pg8000) and
+//! `examples/lease-run/node/claim_rows.js` (Node, node-postgres), against a
+//! private redis-server and a private PostgreSQL: the first child keeps its
+//! process through the second's join (same PID before and after), follows
+//! the lease file, and each holds exactly the rows of its buckets, while
+//! the two lease files split the buckets. One test per language first, the
+//! other joining, so the two examples also share one group.
 //!
-//! Needs python3 with pg8000 (scripts/test.sh installs it from PyPI where it
-//! is missing).
+//! Needs python3 with pg8000 and node with the example's `npm ci`
+//! (scripts/test.sh installs both where they are missing).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -19,8 +22,56 @@ const LEASE: &str = env!("CARGO_BIN_EXE_lease");
 const BUCKETS: u64 = 64;
 const ROWS: i64 = 2000;
 
-fn example() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/lease-run/claim_rows.py")
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/lease-run")
+}
+
+/// The worker programs.
+#[derive(Clone, Copy, Debug)]
+enum Worker {
+    Python,
+    Node,
+}
+
+impl Worker {
+    /// The command line, after checking that it can run here.
+    fn command(self) -> Vec<String> {
+        match self {
+            Worker::Python => {
+                let ok = Command::new("python3")
+                    .args(["-c", "import pg8000"])
+                    .status()
+                    .expect("python3 runs");
+                assert!(
+                    ok.success(),
+                    "python3 has no pg8000: `python3 -m pip install pg8000` (scripts/test.sh does)"
+                );
+                vec![
+                    "python3".into(),
+                    examples().join("claim_rows.py").display().to_string(),
+                ]
+            }
+            Worker::Node => {
+                let dir = examples().join("node");
+                assert!(
+                    dir.join("node_modules/pg").exists(),
+                    "the Node example has no node_modules: `npm ci --prefix {}` (scripts/test.sh does)",
+                    dir.display()
+                );
+                vec![
+                    "node".into(),
+                    dir.join("claim_rows.js").display().to_string(),
+                ]
+            }
+        }
+    }
+
+    fn program(self) -> &'static str {
+        match self {
+            Worker::Python => "python3",
+            Worker::Node => "node",
+        }
+    }
 }
 
 fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
@@ -36,7 +87,7 @@ fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     }
 }
 
-fn start(redis: &str, name: &str, pg: &PostgresServer, dir: &Path) -> Child {
+fn start(redis: &str, name: &str, pg: &PostgresServer, dir: &Path, worker: Worker) -> Child {
     Command::new(LEASE)
         .args(["run", "--redis", redis, "--name", name, "--interval"])
         .arg(test_interval().as_millis().to_string())
@@ -44,8 +95,7 @@ fn start(redis: &str, name: &str, pg: &PostgresServer, dir: &Path) -> Child {
         .arg("--lease-file")
         .arg(dir.join("lease.json"))
         .arg("--")
-        .arg("python3")
-        .arg(example())
+        .args(worker.command())
         .env("PGHOST", pg.host())
         .env("PGPORT", pg.port().to_string())
         .env("PGUSER", pg.user())
@@ -111,14 +161,15 @@ fn stop(mut run: Child) -> String {
 
 #[test]
 fn a_python_child_keeps_its_process_through_a_join_and_claims_only_its_rows() {
-    let python = Command::new("python3")
-        .args(["-c", "import pg8000"])
-        .status()
-        .expect("python3 runs");
-    assert!(
-        python.success(),
-        "python3 has no pg8000: `python3 -m pip install pg8000` (scripts/test.sh does)"
-    );
+    join(Worker::Python, Worker::Node);
+}
+
+#[test]
+fn a_node_child_keeps_its_process_through_a_join_and_claims_only_its_rows() {
+    join(Worker::Node, Worker::Python);
+}
+
+fn join(first: Worker, second: Worker) {
     let redis = RedisServer::start().unwrap();
     let pg = PostgresServer::start().unwrap();
     pg.psql(&format!(
@@ -136,7 +187,7 @@ fn a_python_child_keeps_its_process_through_a_join_and_claims_only_its_rows() {
     let all: BTreeSet<u64> = (0..BUCKETS).collect();
 
     // Alone, the first worker's child claims every row.
-    let a = start(redis.url(), &name, &pg, &dir_a);
+    let a = start(redis.url(), &name, &pg, &dir_a, first);
     let alone = wait_for(limit, || match holders(&pg).as_slice() {
         [(Some(pid), rows)] if rows.len() == ROWS as usize => Some(*pid),
         _ => None,
@@ -146,7 +197,7 @@ fn a_python_child_keeps_its_process_through_a_join_and_claims_only_its_rows() {
 
     // A second worker joins: both children split the table by their lease
     // files, and the first child is the same process throughout.
-    let b = start(redis.url(), &name, &pg, &dir_b);
+    let b = start(redis.url(), &name, &pg, &dir_b, second);
     let split = wait_for(limit, || {
         let (ba, bb) = (buckets(&dir_a)?, buckets(&dir_b)?);
         let rows = holders(&pg);
@@ -201,8 +252,9 @@ fn a_python_child_keeps_its_process_through_a_join_and_claims_only_its_rows() {
     );
 
     let (err_a, err_b) = (stop(a), stop(b));
-    assert_eq!(err_a.matches("started \"python3\"").count(), 1, "{err_a}");
-    assert_eq!(err_b.matches("started \"python3\"").count(), 1, "{err_b}");
+    let started = |w: Worker| format!("started {:?}", w.program());
+    assert_eq!(err_a.matches(&started(first)).count(), 1, "{err_a}");
+    assert_eq!(err_b.matches(&started(second)).count(), 1, "{err_b}");
     // Stopped with `lease run`: the children are gone.
     for pid in [alone, pid_b] {
         let gone = wait_for(Duration::from_secs(5), || {
