@@ -109,7 +109,7 @@ pub enum IdleReason {
     /// newest closed interval implied another pair than the one before, or
     /// none, so the lease was handed over. Nobody else holds its tasks before
     /// its deadline. In `Ranked` mode the lease was kept and served until its
-    /// deadline minus the drain budget (rule 14, [`crate::Options::drain_budget`]),
+    /// deadline minus the drain budget (rule 14, [`crate::Ranked::drain_budget`]),
     /// and this value comes at that instant; `Arrival` releases at the reply.
     HandedOver,
     /// No renewal arrived before the deadline (Redis unreachable, too slow,

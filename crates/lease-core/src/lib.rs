@@ -36,7 +36,7 @@
 //!
 //! # Features
 //!
-//! * `negative-controls`: [`Options::negative_control`], a deliberately
+//! * `negative-controls`: `Options::negative_control`, a deliberately
 //!   broken rule for the simulator's negative controls. Never enable it in a
 //!   product: it exists so that tests can show the checker catches each
 //!   rule's absence.
