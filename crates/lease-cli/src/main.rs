@@ -3,7 +3,10 @@
 //!
 //! - `lease inspect` prints a group's recent interval keys (from the
 //!   server's clock: `k`, `k-1`, `k-2`, `k-3`), their counts and TTLs, the
-//!   pair each position implies, and the server time.
+//!   pair each position implies, the server time, and what each member's
+//!   positions give it under task sets (its part, its share of the
+//!   buckets, what may drain, the share held by nobody).
+//! - `lease watch` redraws that view live (`--json`: one object per read).
 //! - `lease run -- <command> [args...]` runs the command while this process
 //!   holds tasks. Under task sets (the default) the command keeps running
 //!   through changes and reads what it holds from the JSON file named by
@@ -35,6 +38,7 @@ mod inspect;
 mod lease_file;
 mod run;
 mod sim;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -62,8 +66,16 @@ struct Cli {
 enum Command {
     /// Print a group's recent interval keys (k, k-1, k-2, k-3 from the
     /// server's clock), their counts and TTLs, the pair each position
-    /// implies, which pairs are in force, and the server time.
+    /// implies, which pairs are in force, the server time, and (with
+    /// --interval, Ranked) the task sets: each member's positions, part,
+    /// share of the buckets and drain, and the share held by nobody.
     Inspect(inspect::InspectArgs),
+    /// Redraw `lease inspect`'s view live: the keys, and with task sets
+    /// what each member holds (its positions in the closed sets k-3, k-2,
+    /// k-1, the part its registration in k is answered with, its share of
+    /// the buckets, what may still drain) and the share held by nobody.
+    /// --json prints one object per read, one per line, for scripts.
+    Watch(watch::WatchArgs),
     /// Run a command while this process holds tasks of the group.
     ///
     /// Task sets (the default, --handover task-sets): the command starts
@@ -292,6 +304,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Inspect(args) => inspect::inspect(&args),
+        Command::Watch(args) => watch::watch(&args),
         Command::Run(args) => run::run(&args),
         Command::Sim(args) => sim::sim(&args),
         Command::Check(args) => check::check(&args),
