@@ -6,11 +6,11 @@
 //! ([`Connection`]), its runtime's clock and timers, its task and its
 //! cancellation token.
 //!
-//! [`Driver`] is the adapter loop of [`Worker`], written once, on `std`
+//! [`Driver`] is the adapter loop of [`Worker`](lease_core::Worker), written once, on `std`
 //! futures only: it sends each registration (`EVALSHA`, `EVAL` after
 //! `NOSCRIPT`: rule 2) through the adapter's connection, times it out on the
 //! adapter's timer, feeds the outcome back, records [`metrics`],
-//! and hands each [`Assignment`] to the stream ([`Assignments`]) until it is
+//! and hands each [`Assignment`](api::Assignment) to the stream ([`Assignments`]) until it is
 //! cancelled or the stream is dropped. The options are
 //! [`lease_core::Options`] with the adapter's cancellation type. An adapter,
 //! whole:

@@ -67,7 +67,7 @@ impl Drop for Sender {
     }
 }
 
-/// The stream of one worker: the receiving end of a [`Driver`]'s
+/// The stream of one worker: the receiving end of a [`Driver`](crate::Driver)'s
 /// [`Assignment`]s, holding `G` (the worker's task handle, so that dropping
 /// the stream stops the worker) for as long as it lives. With the feature
 /// `stream` it is a `futures::Stream` (and `FusedStream`); each adapter's
