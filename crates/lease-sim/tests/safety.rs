@@ -245,6 +245,7 @@ fn an_incremental_run_that_never_holds_passes_without_a_task_summary() {
             duplicate: 0.0,
         },
         handover: Handover::TaskSets,
+        graceful_leave: false,
         ..RunConfig::new(1_456_395_429, 6, 80)
     };
     let report = random_run(&cfg).expect("valid options");
