@@ -177,9 +177,11 @@ pub(crate) fn gather(
 impl Snapshot {
     /// The report, as text.
     pub(crate) fn text(&self, args: &InspectArgs) -> String {
+        let task_sets = self.rules.is_some_and(|r| r.mapping == Mapping::Consistent);
         let mut out = report(
             &self.shown,
             args,
+            task_sets,
             self.sec,
             self.usec,
             self.server_ms,
@@ -498,6 +500,7 @@ fn read_key(conn: &mut Connection, key: &str) -> Result<Content, RedisError> {
 fn report(
     shown: &str,
     args: &InspectArgs,
+    task_sets: bool,
     sec: u64,
     usec: u64,
     server_ms: u64,
@@ -610,7 +613,17 @@ fn report(
     }
     if args.interval.is_some() && intervals.len() >= 3 {
         let _ = writeln!(out);
-        let _ = write!(out, "{}", agreement(mode, &intervals[1], &intervals[2]));
+        if task_sets {
+            // Under task sets a changed position still holds the
+            // intersection of its two pairs: the task view below says what.
+            let _ = writeln!(
+                out,
+                "in force     task sets: each member holds the part its positions in k-1 and k-2 \
+                 make (tasks, below), even when they differ"
+            );
+        } else {
+            let _ = write!(out, "{}", agreement(mode, &intervals[1], &intervals[2]));
+        }
     }
     out
 }
