@@ -5,7 +5,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use lease_core::{GroupRules, Mode, interval_key, rules_key};
+use lease_core::pushdown::Buckets;
+use lease_core::{GroupRules, Mapping, Mode, interval_key, rules_key};
 use redis::{Connection, RedisError};
 
 use crate::{CliError, Group, client, connect_error, options, redact, validate};
@@ -14,18 +15,23 @@ use crate::{CliError, Group, client, connect_error, options, redact, validate};
 #[derive(Args, Debug)]
 pub(crate) struct InspectArgs {
     #[command(flatten)]
-    group: Group,
+    pub(crate) group: Group,
 
     /// The group's interval length in milliseconds. With it, the keys shown
     /// are those of intervals k, k-1, k-2 and k-3, with k computed from the
     /// server's TIME; without it, the four newest keys of the group (SCAN).
     #[arg(long, value_name = "MS")]
-    interval: Option<u64>,
+    pub(crate) interval: Option<u64>,
 
     /// Counting mode: ranked or arrival. Detected from the key types if not
     /// given.
     #[arg(long)]
     mode: Option<Mode>,
+
+    /// The bucket count the group's workers use (task t is in bucket
+    /// t % B): the shares of the task-set view are over buckets 0..B.
+    #[arg(long, default_value_t = 1024, value_name = "B")]
+    buckets: u32,
 }
 
 /// What one interval key holds.
@@ -68,20 +74,51 @@ struct Interval {
 }
 
 pub(crate) fn inspect(args: &InspectArgs) -> Result<ExitCode, CliError> {
+    let (mut conn, shown) = open(args)?;
+    let snapshot = gather(&mut conn, args, &shown)?;
+    print!("{}", snapshot.text(args));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Validates the options and opens a connection with 5 s timeouts.
+pub(crate) fn open(args: &InspectArgs) -> Result<(Connection, String), CliError> {
     let group = &args.group;
     let opts = options(group, args.interval, args.mode);
     validate(&opts)?;
+    Buckets::from_owned(args.buckets, Vec::new())
+        .map_err(|e| CliError::Usage(format!("--buckets: {e}")))?;
     let shown = redact(&group.redis);
     let client = client(group)?;
-    let mut conn = client
+    let conn = client
         .get_connection_with_timeout(Duration::from_secs(3))
         .map_err(|e| connect_error(&shown, &e))?;
     let timeout = Some(Duration::from_secs(5));
     let _ = conn.set_read_timeout(timeout);
     let _ = conn.set_write_timeout(timeout);
-    let failed = |e: RedisError| CliError::Runtime(format!("{shown}: {e}"));
+    Ok((conn, shown))
+}
 
-    let (sec, usec): (u64, u64) = redis::cmd("TIME").query(&mut conn).map_err(failed)?;
+/// What a group's keys say at one instant.
+pub(crate) struct Snapshot {
+    shown: String,
+    sec: u64,
+    usec: u64,
+    server_ms: u64,
+    intervals: Vec<Interval>,
+    rules: Option<GroupRules>,
+    rules_line: String,
+}
+
+/// Reads the group's interval keys (k to k-3 with an interval, else the
+/// four newest), their TTLs and the rules record.
+pub(crate) fn gather(
+    conn: &mut Connection,
+    args: &InspectArgs,
+    shown: &str,
+) -> Result<Snapshot, CliError> {
+    let group = &args.group;
+    let failed = |e: RedisError| CliError::Runtime(format!("{shown}: {e}"));
+    let (sec, usec): (u64, u64) = redis::cmd("TIME").query(conn).map_err(failed)?;
     let server_ms = sec * 1000 + usec / 1000;
     let (prefix, name) = (&group.prefix, &group.name);
     let ks: Vec<(u64, String)> = match args.interval {
@@ -99,7 +136,7 @@ pub(crate) fn inspect(args: &InspectArgs) -> Result<ExitCode, CliError> {
                 })
                 .collect()
         }
-        None => newest_keys(&mut conn, prefix, name)
+        None => newest_keys(conn, prefix, name)
             .map_err(failed)?
             .into_iter()
             .enumerate()
@@ -116,11 +153,8 @@ pub(crate) fn inspect(args: &InspectArgs) -> Result<ExitCode, CliError> {
     let mut intervals = Vec::with_capacity(ks.len());
     for (k, label) in ks {
         let key = interval_key(prefix, name, k);
-        let content = read_key(&mut conn, &key).map_err(failed)?;
-        let pttl: i64 = redis::cmd("PTTL")
-            .arg(&key)
-            .query(&mut conn)
-            .map_err(failed)?;
+        let content = read_key(conn, &key).map_err(failed)?;
+        let pttl: i64 = redis::cmd("PTTL").arg(&key).query(conn).map_err(failed)?;
         intervals.push(Interval {
             label,
             key,
@@ -128,25 +162,255 @@ pub(crate) fn inspect(args: &InspectArgs) -> Result<ExitCode, CliError> {
             pttl,
         });
     }
-    let rules = read_rules(&mut conn, &rules_key(prefix, name)).map_err(failed)?;
-    let mut out = report(&shown, args, sec, usec, server_ms, &intervals);
-    out.insert_str(rules_line_at(&out), &rules);
-    print!("{out}");
-    Ok(ExitCode::SUCCESS)
+    let (rules_line, rules) = read_rules(conn, &rules_key(prefix, name)).map_err(failed)?;
+    Ok(Snapshot {
+        shown: shown.to_owned(),
+        sec,
+        usec,
+        server_ms,
+        intervals,
+        rules,
+        rules_line,
+    })
 }
 
-/// The group's rules record (rule 12), as a report line: what every worker
-/// of the group must share, and how long the record lives without them.
-fn read_rules(conn: &mut Connection, key: &str) -> Result<String, RedisError> {
+impl Snapshot {
+    /// The report, as text.
+    pub(crate) fn text(&self, args: &InspectArgs) -> String {
+        let task_sets = self.rules.is_some_and(|r| r.mapping == Mapping::Consistent);
+        let mut out = report(
+            &self.shown,
+            args,
+            task_sets,
+            self.sec,
+            self.usec,
+            self.server_ms,
+            &self.intervals,
+        );
+        out.insert_str(rules_line_at(&out), &self.rules_line);
+        if let Some(view) = self.tasks(args) {
+            let _ = writeln!(out);
+            out.push_str(&view.text());
+        }
+        out
+    }
+
+    /// The task-set view (needs the interval, Ranked keys and a mapping:
+    /// the rules record's, or the consistent one of the default handover).
+    pub(crate) fn tasks(&self, args: &InspectArgs) -> Option<TaskView> {
+        args.interval?;
+        let [_, k1, k2, k3] = self.intervals.as_slice() else {
+            return None;
+        };
+        let mapping = self.rules.map_or(Mapping::Consistent, |r| r.mapping);
+        TaskView::new(mapping, args.buckets, &k1.content, &k2.content, &k3.content)
+    }
+
+    /// One JSON object: the server time, the interval, and the task-set
+    /// view (null without one).
+    pub(crate) fn json(&self, args: &InspectArgs) -> serde_json::Value {
+        let view = self.tasks(args);
+        serde_json::json!({
+            "server_time_us": self.sec * 1_000_000 + self.usec,
+            "interval_ms": args.interval,
+            "k": args.interval.map(|l| self.server_ms / l),
+            "rules": self.rules.map(|r| r.encode()),
+            "keys": self.intervals.iter().map(|iv| serde_json::json!({
+                "label": iv.label,
+                "key": iv.key,
+                "pttl_ms": iv.pttl,
+                "members": match &iv.content {
+                    Content::Ranked(m) => serde_json::json!(m.iter().map(|(t, _)| t).collect::<Vec<_>>()),
+                    Content::Counter(c) => serde_json::json!(c),
+                    _ => serde_json::Value::Null,
+                },
+            })).collect::<Vec<_>>(),
+            "tasks": view.map(|v| v.json()),
+        })
+    }
+}
+
+/// What each worker of a Ranked group holds, as far as Redis can tell: a
+/// worker's parts are its own state, but each is made of its positions in
+/// the closed sets. The reply to a registration in `k` certifies the part
+/// `T(p(k-1)) ∩ T(p(k-2))` (under whole pairs only when the two positions
+/// are equal, rule 5; under task sets any two, rule 13), and the part the
+/// interval before certified, `T(p(k-2)) ∩ T(p(k-3))`, may still be
+/// draining.
+pub(crate) struct TaskView {
+    mapping: Mapping,
+    buckets: u32,
+    members: Vec<Holding>,
+    nobody: usize,
+}
+
+/// One member of `k-1` or `k-2`.
+pub(crate) struct Holding {
+    member: String,
+    /// Positions `(i, n)` in `k-3`, `k-2`, `k-1`.
+    positions: [Option<(u32, u32)>; 3],
+    /// The part the registration in `k` is answered with, `[i, n, pi, pn]`.
+    part: Option<[u32; 4]>,
+    /// Buckets in that part.
+    held: usize,
+    /// Buckets of the part before that may still drain, beyond `held`.
+    draining: usize,
+}
+
+impl TaskView {
+    fn new(
+        mapping: Mapping,
+        buckets: u32,
+        k1: &Content,
+        k2: &Content,
+        k3: &Content,
+    ) -> Option<Self> {
+        let ranks = |c: &Content| -> Option<Vec<String>> {
+            match c {
+                Content::Ranked(m) => Some(m.iter().map(|(t, _)| t.clone()).collect()),
+                Content::Missing => Some(Vec::new()),
+                _ => None,
+            }
+        };
+        let (r1, r2, r3) = (ranks(k1)?, ranks(k2)?, ranks(k3)?);
+        let position = |set: &[String], who: &str| -> Option<(u32, u32)> {
+            let i = set.iter().position(|t| t == who)?;
+            Some((u32::try_from(i).ok()?, u32::try_from(set.len()).ok()?))
+        };
+        let part = |newer: Option<(u32, u32)>, older: Option<(u32, u32)>| -> Option<[u32; 4]> {
+            let ((i, n), (pi, pn)) = (newer?, older?);
+            // Whole pairs grant equal positions only (rule 5).
+            (mapping == Mapping::Consistent || (i, n) == (pi, pn)).then_some([i, n, pi, pn])
+        };
+        let holds = |p: Option<[u32; 4]>, b: u64| {
+            p.is_some_and(|[i, n, pi, pn]| mapping.owner(b, n) == i && mapping.owner(b, pn) == pi)
+        };
+        let mut seen: Vec<String> = r1.clone();
+        seen.extend(r2.iter().filter(|t| !r1.contains(t)).cloned());
+        let mut covered = vec![false; buckets as usize];
+        let members = seen
+            .into_iter()
+            .map(|member| {
+                let positions = [
+                    position(&r3, &member),
+                    position(&r2, &member),
+                    position(&r1, &member),
+                ];
+                let newest = part(positions[2], positions[1]);
+                let before = part(positions[1], positions[0]);
+                let (mut held, mut draining) = (0, 0);
+                for b in 0..buckets {
+                    let (now, then) = (holds(newest, u64::from(b)), holds(before, u64::from(b)));
+                    held += usize::from(now);
+                    draining += usize::from(then && !now);
+                    if now || then {
+                        covered[b as usize] = true;
+                    }
+                }
+                Holding {
+                    member,
+                    positions,
+                    part: newest,
+                    held,
+                    draining,
+                }
+            })
+            .collect();
+        Some(Self {
+            mapping,
+            buckets,
+            members,
+            nobody: covered.iter().filter(|c| !**c).count(),
+        })
+    }
+
+    fn share(&self, count: usize) -> f64 {
+        count as f64 / f64::from(self.buckets)
+    }
+
+    fn text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "tasks        {} mapping, buckets 0..{}: the part each member's registration in k is \
+             answered with, T(p(k-1)) ∩ T(p(k-2)), and what may still drain of the one before",
+            self.mapping, self.buckets
+        );
+        let _ = writeln!(
+            out,
+            "             member                            k-3      k-2      k-1      part           share  draining"
+        );
+        let pos = |p: Option<(u32, u32)>| p.map_or("-".to_owned(), |(i, n)| format!("({i}, {n})"));
+        for h in &self.members {
+            let part = match h.part {
+                Some([i, n, pi, pn]) if (i, n) == (pi, pn) => format!("T({i},{n})"),
+                Some([i, n, pi, pn]) => format!("T({i},{n})∩T({pi},{pn})"),
+                None => "nothing".to_owned(),
+            };
+            let _ = writeln!(
+                out,
+                "             {:<32}  {:<7}  {:<7}  {:<7}  {part:<13}  {:.3}  {:.3}",
+                h.member,
+                pos(h.positions[0]),
+                pos(h.positions[1]),
+                pos(h.positions[2]),
+                self.share(h.held),
+                self.share(h.draining),
+            );
+        }
+        let _ = writeln!(
+            out,
+            "             held by nobody: {:.3} ({} of {} buckets in no member's part or drain)",
+            self.share(self.nobody),
+            self.nobody,
+            self.buckets
+        );
+        out
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "mapping": self.mapping.as_str(),
+            "buckets": self.buckets,
+            "members": self.members.iter().map(|h| serde_json::json!({
+                "member": h.member,
+                "k3": h.positions[0].map(|(i, n)| [i, n]),
+                "k2": h.positions[1].map(|(i, n)| [i, n]),
+                "k1": h.positions[2].map(|(i, n)| [i, n]),
+                "part": h.part,
+                "share": self.share(h.held),
+                "draining": self.share(h.draining),
+            })).collect::<Vec<_>>(),
+            "nobody": self.share(self.nobody),
+        })
+    }
+}
+
+/// The group's rules record (rule 12), as a report line (what every worker
+/// of the group must share, and how long the record lives without them)
+/// and decoded.
+fn read_rules(
+    conn: &mut Connection,
+    key: &str,
+) -> Result<(String, Option<GroupRules>), RedisError> {
     let record: Option<String> = redis::cmd("GET").arg(key).query(conn)?;
     let pttl: i64 = redis::cmd("PTTL").arg(key).query(conn)?;
     Ok(match record {
-        None => "rules        none recorded (no registration for 3 intervals)\n".to_owned(),
+        None => (
+            "rules        none recorded (no registration for 3 intervals)\n".to_owned(),
+            None,
+        ),
         Some(r) => match GroupRules::decode(&r) {
-            Some(rules) => format!(
-                "rules        {rules}  ({key}, expires in {pttl} ms without a registration)\n"
+            Some(rules) => (
+                format!(
+                    "rules        {rules}  ({key}, expires in {pttl} ms without a registration)\n"
+                ),
+                Some(rules),
             ),
-            None => format!("rules        unreadable record {r:?} ({key})\n"),
+            None => (
+                format!("rules        unreadable record {r:?} ({key})\n"),
+                None,
+            ),
         },
     })
 }
@@ -236,6 +500,7 @@ fn read_key(conn: &mut Connection, key: &str) -> Result<Content, RedisError> {
 fn report(
     shown: &str,
     args: &InspectArgs,
+    task_sets: bool,
     sec: u64,
     usec: u64,
     server_ms: u64,
@@ -348,7 +613,17 @@ fn report(
     }
     if args.interval.is_some() && intervals.len() >= 3 {
         let _ = writeln!(out);
-        let _ = write!(out, "{}", agreement(mode, &intervals[1], &intervals[2]));
+        if task_sets {
+            // Under task sets a changed position still holds the
+            // intersection of its two pairs: the task view below says what.
+            let _ = writeln!(
+                out,
+                "in force     task sets: each member holds the part its positions in k-1 and k-2 \
+                 make (tasks, below), even when they differ"
+            );
+        } else {
+            let _ = write!(out, "{}", agreement(mode, &intervals[1], &intervals[2]));
+        }
     }
     out
 }

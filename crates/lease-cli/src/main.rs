@@ -3,12 +3,17 @@
 //!
 //! - `lease inspect` prints a group's recent interval keys (from the
 //!   server's clock: `k`, `k-1`, `k-2`, `k-3`), their counts and TTLs, the
-//!   pair each position implies, and the server time.
+//!   pair each position implies, the server time, and what each member's
+//!   positions give it under task sets (its part, its share of the
+//!   buckets, what may drain, the share held by nobody).
+//! - `lease watch` redraws that view live (`--json`: one object per read).
 //! - `lease run -- <command> [args...]` runs the command while this process
-//!   holds a pair, with `LEASE_I`, `LEASE_N`, `LEASE_TOKEN` and `LEASE_NAME`
-//!   in its environment. When the pair changes it sends `SIGTERM` to the
-//!   command's process group, waits the drain timeout, sends `SIGKILL`, and
-//!   starts it again on the new pair (while idle, nothing runs).
+//!   holds tasks. Under task sets (the default) the command keeps running
+//!   through changes and reads what it holds from the JSON file named by
+//!   `LEASE_FILE` (rewritten atomically, its version on a line of the
+//!   command's stdin); under whole pairs it gets `LEASE_I` and `LEASE_N` and
+//!   is restarted on each new pair (`SIGTERM` to its process group, the
+//!   drain timeout, `SIGKILL`). While idle, nothing runs.
 //! - `lease sim` plays one randomized run of a group on the deterministic
 //!   simulator, with every fault the guarantee covers if asked, and prints
 //!   the history checker's verdict as its last line (exit 1 on a violation).
@@ -30,8 +35,10 @@
 
 mod check;
 mod inspect;
+mod lease_file;
 mod run;
 mod sim;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -42,7 +49,7 @@ pub(crate) use lease_core::diag::redact_url as redact;
 use lease_core::{Mode, Options, OptionsError};
 use lease_redis::tls::{ClientError, Trust};
 
-/// Inspect a lease group, run a command under an exclusive (i, n) lease,
+/// Inspect a lease group, run a command under an exclusive lease,
 /// play a checked simulator run, or check a history file.
 ///
 /// Exit codes: 0 success, 1 runtime error (for sim and check: a violation),
@@ -59,26 +66,44 @@ struct Cli {
 enum Command {
     /// Print a group's recent interval keys (k, k-1, k-2, k-3 from the
     /// server's clock), their counts and TTLs, the pair each position
-    /// implies, which pairs are in force, and the server time.
+    /// implies, which pairs are in force, the server time, and (with
+    /// --interval, Ranked) the task sets: each member's positions, part,
+    /// share of the buckets and drain, and the share held by nobody.
     Inspect(inspect::InspectArgs),
-    /// Run a command while this process holds a pair of the group, with
-    /// LEASE_I, LEASE_N, LEASE_TOKEN and LEASE_NAME in its environment.
+    /// Redraw `lease inspect`'s view live: the keys, and with task sets
+    /// what each member holds (its positions in the closed sets k-3, k-2,
+    /// k-1, the part its registration in k is answered with, its share of
+    /// the buckets, what may still drain) and the share held by nobody.
+    /// --json prints one object per read, one per line, for scripts.
+    Watch(watch::WatchArgs),
+    /// Run a command while this process holds tasks of the group.
     ///
-    /// When the pair changes, the command's process group gets SIGTERM, then
-    /// SIGKILL after the drain timeout, and the command starts again on the
-    /// new pair; while idle, nothing runs. If the command exits on its own
-    /// while the pair is held, it is started again after one second.
-    /// SIGTERM or SIGINT to `lease run` stands down (the command is stopped
-    /// the same way) and exits 0.
+    /// Task sets (the default, --handover task-sets): the command starts
+    /// when tasks are first held and keeps running through the group's
+    /// changes. LEASE_FILE names a JSON file with what it holds (the bucket
+    /// count, the buckets, each part with its token and its deadline on
+    /// CLOCK_MONOTONIC), replaced atomically at each change and renewal,
+    /// and each replacement puts the file's version on a line of the
+    /// command's stdin (end of file: `lease run` is gone, stop). Task t is
+    /// in bucket t % LEASE_BUCKETS; every worker of the group must use the
+    /// same --buckets. The command is stopped (SIGTERM, the drain timeout,
+    /// SIGKILL) only when nothing is held.
+    ///
+    /// Whole pairs (--handover whole-pairs, and always with --mode arrival):
+    /// the command gets LEASE_I and LEASE_N (task.id % LEASE_N == LEASE_I)
+    /// and is restarted at each change: SIGTERM to its process group, the
+    /// drain timeout, SIGKILL, and a start on the new pair; while idle,
+    /// nothing runs.
+    ///
+    /// Both get LEASE_TOKEN and LEASE_NAME. If the command exits on its own
+    /// while tasks are held, it is started again after one second. SIGTERM
+    /// or SIGINT to `lease run` stands down (the command is stopped the
+    /// same way) and exits 0.
     ///
     /// The guarantee ends where the command's work is still running after
-    /// its lease ended: keep drains short (the default drain timeout is the
-    /// gap, 0.15 of the interval) and fence writes with LEASE_TOKEN.
-    ///
-    /// `lease run` always holds whole pairs (`Handover::WholePairs`, the
-    /// modulo split `task.id % LEASE_N == LEASE_I`): a task set (rule 13)
-    /// cannot be passed to a command as two numbers. Groups that want task
-    /// sets use a library adapter (lease-redis, lease-fred, lease-smol).
+    /// its lease ended: check the deadlines before each task, keep drains
+    /// short (the default drain timeout is the gap, 0.15 of the interval)
+    /// and fence writes with the token.
     Run(run::RunArgs),
     /// Play one randomized run of a group on the deterministic simulator
     /// (virtual time, a simulated Redis: no server needed) and check its
@@ -261,8 +286,8 @@ pub(crate) fn validate(options: &Options) -> Result<(), CliError> {
 }
 
 /// The `Options` for `group` with `interval` (1 s if not given: inspect
-/// needs none) and `mode`: whole pairs under `task.id % n == i`, which is
-/// what `lease run` hands its command.
+/// needs none) and `mode`, with whole pairs under `task.id % n == i` in
+/// Ranked mode (`lease run` sets the handover it was asked for).
 pub(crate) fn options(group: &Group, interval: Option<u64>, mode: Option<Mode>) -> Options {
     let options = Options::new(
         group.name.clone(),
@@ -279,6 +304,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Inspect(args) => inspect::inspect(&args),
+        Command::Watch(args) => watch::watch(&args),
         Command::Run(args) => run::run(&args),
         Command::Sim(args) => sim::sim(&args),
         Command::Check(args) => check::check(&args),

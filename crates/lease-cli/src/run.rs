@@ -1,18 +1,24 @@
-//! `lease run`: a command that runs only while this process holds a pair.
+//! `lease run`: a command that runs only while this process holds tasks:
+//! under task sets it keeps running through the group's changes and follows
+//! them through a lease file; under whole pairs it is restarted on each new
+//! pair.
 
+use std::path::PathBuf;
 use std::process::{ExitCode, ExitStatus};
 use std::time::{Duration, Instant};
 
 use clap::Args;
 use futures::StreamExt;
-use lease_core::{DEFAULT_GAP, Mode, Options};
-use lease_redis::{Assignment, IdleReason, Lease, discover};
+use lease_core::pushdown::Buckets;
+use lease_core::{DEFAULT_GAP, Handover, Mode, Options};
+use lease_redis::{Assignment, Discover, IdleReason, Lease, discover};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
+use crate::lease_file::LeaseFile;
 use crate::{CliError, Group, client, connect_error, options, redact, validate};
 
 /// How long after the command exits on its own it is started again (while
@@ -40,6 +46,27 @@ pub(crate) struct RunArgs {
     #[arg(long, default_value = "ranked")]
     mode: Mode,
 
+    /// How the command gets its tasks. task-sets (the default, Ranked
+    /// only): the command keeps running through changes of the group; it
+    /// reads its buckets from the JSON file named by LEASE_FILE, rewritten
+    /// at each change with a line on its stdin. whole-pairs: LEASE_I and
+    /// LEASE_N (task.id % LEASE_N == LEASE_I), and the command is restarted
+    /// at each change. Every worker of the group must use the same (the
+    /// mapping is one of the group's rules). Arrival is always whole pairs.
+    #[arg(long)]
+    handover: Option<Handover>,
+
+    /// Task sets: the bucket count B. Task t is in bucket t % B, and every
+    /// worker of the group must use the same B (docs/operations.md,
+    /// "Push-down predicates").
+    #[arg(long, default_value_t = 1024, value_name = "B")]
+    buckets: u32,
+
+    /// Task sets: where to write the lease file (default: a fresh private
+    /// directory under the temporary directory, removed at exit).
+    #[arg(long, value_name = "PATH")]
+    lease_file: Option<PathBuf>,
+
     /// How long the command may take to exit after SIGTERM before its
     /// process group gets SIGKILL, in milliseconds. Default: the gap
     /// (gap x interval).
@@ -57,8 +84,26 @@ fn say(message: &str) {
 }
 
 pub(crate) fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
-    let opts = options(&args.group, Some(args.interval), Some(args.mode)).with_gap(args.gap);
+    let handover = match (args.mode, args.handover) {
+        (Mode::Arrival, Some(Handover::TaskSets)) => {
+            return Err(CliError::Usage(
+                "--handover task-sets needs --mode ranked (Arrival holds whole pairs only)"
+                    .to_owned(),
+            ));
+        }
+        (Mode::Arrival, _) => Handover::WholePairs,
+        (Mode::Ranked, h) => h.unwrap_or_default(),
+    };
+    let mut opts = options(&args.group, Some(args.interval), Some(args.mode)).with_gap(args.gap);
+    if args.mode == Mode::Ranked {
+        opts = opts.with_handover(handover);
+    }
     validate(&opts)?;
+    if handover == Handover::TaskSets {
+        // Checked before anything connects, like the group's options.
+        Buckets::from_owned(args.buckets, Vec::new())
+            .map_err(|e| CliError::Usage(format!("--buckets: {e}")))?;
+    }
     let client = client(&args.group)?;
     let drain = Duration::from_millis(
         args.drain_timeout
@@ -68,7 +113,7 @@ pub(crate) fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
         .enable_all()
         .build()
         .map_err(|e| CliError::Runtime(format!("cannot start the runtime: {e}")))?;
-    runtime.block_on(supervise(args, opts, client, drain))
+    runtime.block_on(supervise(args, opts, handover, client, drain))
 }
 
 /// The loop: follow the pair stream, keep the command running exactly while
@@ -76,6 +121,7 @@ pub(crate) fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
 async fn supervise(
     args: &RunArgs,
     opts: Options,
+    handover: Handover,
     client: redis::Client,
     drain: Duration,
 ) -> Result<ExitCode, CliError> {
@@ -100,6 +146,14 @@ async fn supervise(
     let name = opts.name.clone();
     let cancel = CancellationToken::new();
     let mut pairs = discover(conn, opts.with_cancel_type().with_cancel(cancel.clone()))?;
+    if handover == Handover::TaskSets {
+        say(&format!(
+            "group {name} at {shown}: registering every {} ms; the command runs while tasks are \
+             held and follows their changes through LEASE_FILE",
+            args.interval
+        ));
+        return serve_task_sets(args, &name, &shown, pairs, cancel, term, int, drain).await;
+    }
     say(&format!(
         "group {name} at {shown}: registering every {} ms; the command runs while a pair is held",
         args.interval
@@ -187,7 +241,7 @@ async fn supervise(
 /// Starts the command on `lease`, in a process group of its own (so that
 /// stopping it reaches every process it started).
 fn start(command: &[String], lease: &Lease, name: &str) -> std::io::Result<Child> {
-    // `lease run` holds whole pairs (its options), so every value is one.
+    // The whole-pair path (`--handover whole-pairs`): every value is one pair.
     let (i, n) = lease.pair().map_or((0, 1), |p| (p.i(), p.n()));
     let child = Command::new(&command[0])
         .args(&command[1..])
@@ -266,5 +320,208 @@ fn describe(status: std::io::Result<ExitStatus>) -> String {
             _ => s.to_string(),
         },
         Err(e) => format!("wait failed: {e}"),
+    }
+}
+
+/// Task sets: the command starts at the first value that holds tasks, with
+/// the lease file already written; each later value rewrites the file and
+/// puts its version on the command's stdin, and the command is stopped
+/// (SIGTERM, the drain timeout, SIGKILL) only at a value that holds
+/// nothing. Renewals rewrite the file too (they move its deadlines), so a
+/// command that checks `valid_until_monotonic_us` before each task never
+/// works past the lease even if this process stalls.
+#[allow(clippy::too_many_arguments)]
+async fn serve_task_sets(
+    args: &RunArgs,
+    name: &str,
+    shown: &str,
+    mut stream: Discover,
+    cancel: CancellationToken,
+    mut term: tokio::signal::unix::Signal,
+    mut int: tokio::signal::unix::Signal,
+    drain: Duration,
+) -> Result<ExitCode, CliError> {
+    let mut file = LeaseFile::create(args.lease_file.clone(), name, args.buckets)
+        .map_err(|e| CliError::Runtime(format!("cannot write the lease file: {e}")))?;
+    let mut child: Option<Served> = None;
+    let mut held: Option<Lease> = None;
+    let mut restart_at: Option<Instant> = None;
+    let mut failure: Option<CliError> = None;
+    // Renewals move deadlines without a new value: look four times an
+    // interval.
+    let mut renewals = tokio::time::interval(Duration::from_millis(args.interval.div_ceil(4)));
+    renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let write = |file: &mut LeaseFile, lease: Option<&Lease>| -> Result<u64, CliError> {
+        file.write(lease)
+            .map_err(|e| CliError::Runtime(format!("cannot write {}: {e}", file.path().display())))
+    };
+    loop {
+        tokio::select! {
+            _ = term.recv() => {
+                say("SIGTERM: standing down (the command serves what is held until its drain ends)");
+                cancel.cancel();
+            }
+            _ = int.recv() => {
+                say("SIGINT: standing down (the command serves what is held until its drain ends)");
+                cancel.cancel();
+            }
+            value = stream.next() => {
+                let Some(value) = value else { break };
+                match value {
+                    Assignment::Held(lease) => {
+                        let version = match write(&mut file, Some(&lease)) {
+                            Ok(v) => v,
+                            Err(e) => { failure = Some(e); cancel.cancel(); continue; }
+                        };
+                        say(&format!(
+                            "holding {} of {} buckets in {} part(s), newest token {}: lease file version {version}",
+                            lease.buckets(args.buckets).map_or(0, |b| b.len()),
+                            args.buckets,
+                            lease.parts().len(),
+                            lease.token()
+                        ));
+                        match &child {
+                            Some(served) => served.notify(version),
+                            None => {
+                                restart_at = None;
+                                match Served::start(&args.command, &file, name, &lease, version) {
+                                    Ok(s) => child = Some(s),
+                                    Err(e) => {
+                                        failure = Some(CliError::Runtime(format!(
+                                            "cannot start {:?}: {e}", args.command[0])));
+                                        cancel.cancel();
+                                    }
+                                }
+                            }
+                        }
+                        held = Some(lease);
+                    }
+                    Assignment::Idle(idle) => {
+                        held = None;
+                        restart_at = None;
+                        if let Err(e) = write(&mut file, None) {
+                            failure = Some(e);
+                            cancel.cancel();
+                        }
+                        if let Some(served) = child.take() {
+                            served.notify(file.version());
+                            stop(served.child, drain).await;
+                        }
+                        match idle.reason {
+                            IdleReason::UnsupportedServer(why) => {
+                                failure = Some(CliError::Runtime(format!("{shown}: refused: {why}")));
+                            }
+                            IdleReason::Refused(refusal) => say(&format!(
+                                "refused: {refusal}; staying idle until the group's rules agree"
+                            )),
+                            IdleReason::Started => say("idle: holding nothing, nothing runs"),
+                            reason => say(&format!("idle ({reason}): holding nothing, nothing runs")),
+                        }
+                    }
+                }
+            }
+            _ = renewals.tick() => {
+                if let Some(lease) = held.as_ref().filter(|l| file.is_stale(l)) {
+                    match write(&mut file, Some(lease)) {
+                        Ok(version) => if let Some(s) = &child { s.notify(version) },
+                        Err(e) => { failure = Some(e); cancel.cancel(); }
+                    }
+                }
+            }
+            status = wait_served(&mut child) => {
+                child = None;
+                say(&format!("the command exited on its own ({}); starting it again in {} s",
+                    describe(status), RESTART_DELAY.as_secs()));
+                restart_at = held.as_ref().map(|_| Instant::now() + RESTART_DELAY);
+            }
+            () = sleep_until(restart_at) => {
+                restart_at = None;
+                if let Some(lease) = held.as_ref().filter(|l| l.is_valid()) {
+                    match Served::start(&args.command, &file, name, lease, file.version()) {
+                        Ok(s) => child = Some(s),
+                        Err(e) => say(&format!("cannot start {:?}: {e}", args.command[0])),
+                    }
+                }
+            }
+        }
+    }
+    if let Some(served) = child.take() {
+        let _ = write(&mut file, None);
+        served.notify(file.version());
+        stop(served.child, drain).await;
+    }
+    say("stopped");
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// The command under task sets, and the line writer of its stdin.
+struct Served {
+    child: Child,
+    versions: tokio::sync::watch::Sender<u64>,
+}
+
+impl Served {
+    /// Starts the command in a process group of its own, with the lease
+    /// file in its environment and a pipe on its stdin that carries one
+    /// line, the file's version, per rewrite.
+    fn start(
+        command: &[String],
+        file: &LeaseFile,
+        name: &str,
+        lease: &Lease,
+        version: u64,
+    ) -> std::io::Result<Served> {
+        let mut child = Command::new(&command[0])
+            .args(&command[1..])
+            .env("LEASE_FILE", file.path())
+            .env("LEASE_BUCKETS", file.buckets().to_string())
+            .env("LEASE_HANDOVER", Handover::TaskSets.as_str())
+            .env("LEASE_TOKEN", lease.token().to_string())
+            .env("LEASE_NAME", name)
+            .env_remove("LEASE_I")
+            .env_remove("LEASE_N")
+            .stdin(std::process::Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()?;
+        say(&format!(
+            "started {:?} (pid {}) on lease file {} version {version}",
+            command[0],
+            child.id().map_or("?".to_owned(), |p| p.to_string()),
+            file.path().display()
+        ));
+        let (versions, mut seen) = tokio::sync::watch::channel(version);
+        if let Some(mut stdin) = child.stdin.take() {
+            // A writer of its own: a command that does not read its stdin
+            // blocks only this task (the pipe fills), never the lease loop,
+            // and versions written late are coalesced to the newest.
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                while seen.changed().await.is_ok() {
+                    let line = format!("{}\n", *seen.borrow_and_update());
+                    if stdin.write_all(line.as_bytes()).await.is_err() {
+                        break;
+                    }
+                    let _ = stdin.flush().await;
+                }
+            });
+        }
+        Ok(Served { child, versions })
+    }
+
+    /// Tells the command that the file is at `version` now.
+    fn notify(&self, version: u64) {
+        let _ = self.versions.send(version);
+    }
+}
+
+/// Waits for the served command, if any (never returns if there is none).
+async fn wait_served(child: &mut Option<Served>) -> std::io::Result<ExitStatus> {
+    match child {
+        Some(s) => s.child.wait().await,
+        None => std::future::pending().await,
     }
 }

@@ -74,6 +74,8 @@ fn start_run_every(url: &str, name: &str, interval: &str, script: &str, dir: &Pa
             name,
             "--interval",
             interval,
+            "--handover",
+            "whole-pairs",
             "--drain-timeout",
             "3000",
             "--",
@@ -408,10 +410,13 @@ fn help_explains_each_subcommand() {
         "--gap",
         "--mode",
         "--drain-timeout",
+        "--handover",
+        "--buckets",
+        "LEASE_FILE",
         "LEASE_I",
         "LEASE_TOKEN",
         "SIGTERM",
-        "always holds whole pairs",
+        "keeps running",
     ] {
         assert!(stdout.contains(what), "{what} missing from run --help");
     }
@@ -634,7 +639,8 @@ sleep 100"#;
     let mut run = Command::new(LEASE)
         .args(["run", "--redis", url, "--name", &name, "--interval"])
         .arg(interval_ms())
-        .args(["--drain-timeout", "3000", "--", "sh", "-c", script])
+        .args(["--handover", "whole-pairs", "--drain-timeout", "3000"])
+        .args(["--", "sh", "-c", script])
         .env("DIR", &dir)
         .env("SSL_CERT_FILE", &ca)
         .env_remove("REDIS_URL")

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::ownership::{Mapping, Pair};
 use crate::part::{Part, TaskDelta};
+use crate::pushdown::{self, Buckets, PushdownError};
 
 /// The clock a [`Lease`] answers [`Lease::is_valid`] on: the clock of the
 /// adapter that issued it (tokio's for lease-redis and lease-fred, so paused
@@ -154,6 +155,13 @@ impl PartLease {
         self.part.contains(self.mapping, id)
     }
 
+    /// The buckets of `count` this part holds (see [`crate::pushdown`]):
+    /// with its [`PartLease::token`], what a task source needs to claim and
+    /// fence this part's tasks on its own.
+    pub fn buckets(&self, count: u32) -> Result<Buckets, PushdownError> {
+        pushdown::held(self.mapping, &[self.part], count)
+    }
+
     /// The fencing token: the interval number of the registration that
     /// granted this part. Two different workers' parts that share a task
     /// have tokens at least 2 apart, ordered as they are held in time, so a
@@ -293,6 +301,30 @@ impl Lease {
             .parts
             .iter()
             .any(|p| p.part.contains(self.0.mapping, id))
+    }
+
+    /// The buckets of `count` this value holds, for a task source to select
+    /// the lease's tasks itself: `id % count` in [`Buckets::owned`], or the
+    /// PostgreSQL condition of [`Buckets::postgres`]. See
+    /// [`crate::pushdown`] for what a bucket set guarantees under each
+    /// mapping, and what every worker of the group must then do (under
+    /// task sets: decide ownership by bucket, with the same `count`).
+    ///
+    /// Like [`Lease::covers`] it is about this value's parts, valid or not:
+    /// run the query while [`Lease::is_valid`], and stop using a row at the
+    /// deadline of the part that holds it.
+    ///
+    /// ```
+    /// # fn f(lease: lease_core::Lease) -> Result<(), lease_core::pushdown::PushdownError> {
+    /// let mine = lease.buckets(1024)?;
+    /// let cond = mine.postgres("jobs.id", 1)?;
+    /// let query = format!("SELECT id FROM jobs WHERE {}", cond.sql());
+    /// // client.query(&query, &[&cond.count(), &cond.buckets()])
+    /// # let _ = query; Ok(()) }
+    /// ```
+    pub fn buckets(&self, count: u32) -> Result<Buckets, PushdownError> {
+        let parts: Vec<Part> = self.0.parts.iter().map(PartLease::part).collect();
+        pushdown::held(self.0.mapping, &parts, count)
     }
 
     /// The fencing token to write task `id` with, if it is held now: the
@@ -497,5 +529,63 @@ mod tests {
         assert_eq!(lease.token_for(kept), Some(12));
         assert_eq!(lease.token_for(moved), Some(10));
         assert!(lease.owns(moved) && lease.owns(kept));
+    }
+
+    /// The deltas' buckets are the differences of the two values' bucket
+    /// sets, under both mappings, so serving `old - released + granted`
+    /// serves exactly the new value's buckets.
+    #[test]
+    fn delta_buckets_are_differences_of_the_values_bucket_sets() {
+        let t0 = Instant::now();
+        let clock = LocalClock::new(t0);
+        let cases = [
+            (
+                Mapping::Consistent,
+                vec![Part::whole(pair(1, 3))],
+                vec![Part::whole(pair(1, 3)), Part::new(pair(1, 2), pair(2, 3))],
+            ),
+            (
+                Mapping::Consistent,
+                vec![Part::whole(pair(2, 3))],
+                vec![Part::new(pair(2, 4), pair(2, 3))],
+            ),
+            (
+                Mapping::Modulo,
+                vec![Part::whole(pair(1, 4))],
+                vec![Part::whole(pair(1, 2))],
+            ),
+        ];
+        for (m, old, new) in cases {
+            let lease_of = |parts: &[Part], previous: &[Part]| {
+                let held = parts
+                    .iter()
+                    .map(|&p| PartLease::new(p, 5, m, clock, Clock::system(), 1_000))
+                    .collect();
+                Lease::new(held, previous, m, t0)
+            };
+            let before = lease_of(&old, &[]);
+            let after = lease_of(&new, &old);
+            for count in [64, 1024] {
+                let (b0, b1) = (
+                    before.buckets(count).unwrap(),
+                    after.buckets(count).unwrap(),
+                );
+                assert_eq!(after.granted().buckets(count).unwrap(), b1.minus(&b0));
+                assert_eq!(after.released().buckets(count).unwrap(), b0.minus(&b1));
+                let mut served: Vec<u32> = b0
+                    .minus(&after.released().buckets(count).unwrap())
+                    .owned()
+                    .iter()
+                    .chain(after.granted().buckets(count).unwrap().owned())
+                    .copied()
+                    .collect();
+                served.sort_unstable();
+                assert_eq!(served, b1.owned(), "{m} {count}");
+                for (i, p) in after.parts().iter().enumerate() {
+                    let own = p.buckets(count).unwrap();
+                    assert!(own.owned().iter().all(|b| b1.contains(*b)), "part {i}");
+                }
+            }
+        }
     }
 }

@@ -11,7 +11,9 @@
 //! [`Identity::seeded`] for runs that replay). It holds everything the
 //! adapters share: option validation ([`Options`]), the Lua scripts
 //! ([`Script`]), reply parsing ([`Reply`]), the [`Worker`] state machine,
-//! diagnostics ([`diag`]), and ownership helpers ([`ownership`]). The
+//! diagnostics ([`diag`]), ownership helpers ([`ownership`]), and push-down
+//! predicates that let a task source select a lease's tasks itself
+//! ([`pushdown`]: buckets and a PostgreSQL condition). The
 //! adapters' I/O loop, written once on `std` futures, lives beside it in the
 //! `lease-driver` crate, so this one stays free of async code.
 //!
@@ -34,7 +36,7 @@
 //!
 //! # Features
 //!
-//! * `negative-controls`: [`Options::negative_control`], a deliberately
+//! * `negative-controls`: `Options::negative_control`, a deliberately
 //!   broken rule for the simulator's negative controls. Never enable it in a
 //!   product: it exists so that tests can show the checker catches each
 //!   rule's absence.
@@ -47,6 +49,7 @@ mod lease;
 mod options;
 pub mod ownership;
 mod part;
+pub mod pushdown;
 mod reply;
 mod rules;
 mod script;

@@ -10,6 +10,7 @@
 use std::fmt;
 
 use crate::ownership::{Mapping, Pair};
+use crate::pushdown::{self, Buckets, PushdownError};
 
 /// One part of a task set: the tasks `t` with `owner(t, n) = i` under the
 /// newer pair and `owner(t, pn) = pi` under the older one (all of `T(i, n)`
@@ -176,10 +177,16 @@ pub struct TaskDelta {
     mapping: Mapping,
     added: Vec<Part>,
     minus: Vec<Part>,
+    /// The two values' parts as given, for [`TaskDelta::buckets`]: the
+    /// filtering above keeps the delta's ids but not which buckets each
+    /// value holds whole.
+    of: Vec<Part>,
+    from: Vec<Part>,
 }
 
 impl TaskDelta {
     pub(crate) fn new(mapping: Mapping, added: &[Part], minus: &[Part]) -> Self {
+        let (of, from) = (added.to_vec(), minus.to_vec());
         let added: Vec<Part> = added
             .iter()
             .filter(|p| !minus.iter().any(|m| p.within(m, mapping)))
@@ -194,7 +201,27 @@ impl TaskDelta {
             mapping,
             added,
             minus,
+            of,
+            from,
         }
+    }
+
+    /// The change as buckets of `count` (see [`crate::pushdown`]): the
+    /// buckets the one value holds and the other does not, so that a worker
+    /// that serves [`crate::Lease::buckets`] goes from one value's set to
+    /// the next by adding the granted buckets and dropping the released
+    /// ones.
+    ///
+    /// ```
+    /// # fn f(lease: lease_core::Lease) -> Result<(), lease_core::pushdown::PushdownError> {
+    /// let start = lease.granted().buckets(1024)?; // claim these
+    /// let stop = lease.released().buckets(1024)?; // and let these go
+    /// # Ok(()) }
+    /// ```
+    pub fn buckets(&self, count: u32) -> Result<Buckets, PushdownError> {
+        let of = pushdown::held(self.mapping, &self.of, count)?;
+        let from = pushdown::held(self.mapping, &self.from, count)?;
+        Ok(of.minus(&from))
     }
 
     /// Whether task `id` is in the delta.

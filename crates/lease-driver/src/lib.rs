@@ -10,7 +10,7 @@
 //! futures only: it sends each registration (`EVALSHA`, `EVAL` after
 //! `NOSCRIPT`: rule 2) through the adapter's connection, times it out on the
 //! adapter's timer, feeds the outcome back, records [`metrics`],
-//! and hands each [`Assignment`](lease_core::Assignment) to the stream ([`Assignments`]) until it is
+//! and hands each [`Assignment`](api::Assignment) to the stream ([`Assignments`]) until it is
 //! cancelled or the stream is dropped. The options are
 //! [`lease_core::Options`] with the adapter's cancellation type. An adapter,
 //! whole:
@@ -52,6 +52,9 @@ pub use connection::{Command, Connection, Integers, Verb};
 pub mod api {
     #[cfg(feature = "stream")]
     pub use futures_core::Stream;
+    /// Push-down predicates: a lease's buckets and their PostgreSQL
+    /// condition ([`Lease::buckets`]).
+    pub use lease_core::pushdown;
     pub use lease_core::{
         Assignment, Counting, GroupRules, Handover, Identity, Idle, IdleReason, Lease, Mapping,
         Mode, OptionsError, Pair, Part, PartLease, Ranked, Refusal, TaskDelta,

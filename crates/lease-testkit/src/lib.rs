@@ -28,6 +28,9 @@
 //!   primary, with `SENTINEL FAILOVER`.
 //! * [`TlsRedis`]: a server that also listens for TLS (`--tls-port`), with
 //!   a private CA the test makes itself (rcgen).
+//! * [`PostgresServer`]: a private PostgreSQL (`initdb` and `postgres` from
+//!   Debian's package) on a free port, for tests of task sources that
+//!   select a lease's rows themselves; never the system's server.
 //! * [`command`]: one admin command (`SCRIPT FLUSH`, `CLIENT KILL`, `INFO`,
 //!   …) on a redis-rs [`Connection`](redis::Connection) from `connect()`;
 //!   every `command` method returns a redis-rs [`Value`](redis::Value).
@@ -64,6 +67,8 @@
 mod cluster;
 mod cluster_ops;
 mod fake_clock;
+#[cfg(unix)]
+mod postgres;
 mod replica;
 mod sentinel;
 mod server;
@@ -76,6 +81,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use cluster::RedisCluster;
+#[cfg(unix)]
+pub use postgres::PostgresServer;
 pub use replica::{REPLICATION_TIMEOUT, ReplicatedRedis, Replication};
 pub use sentinel::RedisSentinel;
 pub use server::RedisServer;
