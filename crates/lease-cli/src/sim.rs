@@ -79,8 +79,7 @@ pub(crate) struct SimArgs {
     gap: f64,
     /// Drain budget of kept leases in milliseconds (rule 14, Ranked): a
     /// lease that a reply does not renew is released this long before its
-    /// deadline. At least 0 and shorter than the longest lease, 2L - G
-    /// (default: the gap G).
+    /// deadline. From 0 to the interval L (default: the gap G).
     #[arg(long, value_name = "N")]
     drain_budget_ms: Option<u64>,
     /// Width of the Ranked schedule's spread as a fraction of the interval

@@ -2,7 +2,7 @@
 //! group sizes, latencies up to and beyond the gap, and fault mixes, in both
 //! counting modes and (Ranked) both handover modes, incremental histories
 //! judged per task, with every option drawn over its whole valid range: the
-//! gap over (0, 0.5), the drain budget over [0, 2L - G) (rule 14), the
+//! gap over (0, 0.5), the drain budget over [0, L] (rule 14), the
 //! spread over [0, max_spread] (rule 8), graceful leave on and off (rule 16,
 //! Ranked), each with its default too. The scenario's cancels take the leave
 //! path when graceful leave is on.
