@@ -343,22 +343,16 @@ impl Reconstruction {
 /// anomalies, stand-downs, joins and counts. Holdings still open at the end
 /// last until `end_us`.
 pub(crate) fn reconstruct(lines: &[Line<'_>], end_us: u64) -> Reconstruction {
-    let mut out = Reconstruction::default();
-    let mut ids: HashMap<&str, usize> = HashMap::new();
-    let mut states: Vec<WorkerState> = Vec::new();
+    let mut replay = Replay::default();
     for line in lines {
-        let at_us = line.at_us;
         let Some(worker) = line.record.worker() else {
             match line.record {
-                Record::Clock { .. } => out.counts.clocks += 1,
-                _ => out.counts.faults += 1,
+                Record::Clock { .. } => replay.out.counts.clocks += 1,
+                _ => replay.out.counts.faults += 1,
             }
             continue;
         };
-        let w = *ids.entry(worker).or_insert_with(|| {
-            states.push(WorkerState::default());
-            states.len() - 1
-        });
+        let w = replay.worker_index(worker);
         match line.record {
             Record::Own {
                 i,
@@ -369,55 +363,14 @@ pub(crate) fn reconstruct(lines: &[Line<'_>], end_us: u64) -> Reconstruction {
                 renewed,
                 ..
             } => {
-                let (i, n, token, mapping) = (*i, *n, *token, *mapping);
-                out.counts.owns += 1;
-                if n == 0 || i >= n {
-                    out.anomaly(AnomalyKind::InvalidPair, worker, i, n, at_us);
-                }
-                let parts = held.clone().unwrap_or_default();
-                out.note_mapping(mapping, !parts.is_empty(), worker, i, n, at_us);
-                let index = out.holdings.len();
-                let mut replaced = false;
-                if let Some(open) = states[w].open.take() {
-                    // A task set replaces the worker's holding; a whole pair
-                    // must have been released first.
-                    if parts.is_empty() {
-                        out.replaced.push((open, index));
-                    }
-                    replaced = true;
-                    let renewed = renewed.as_ref();
-                    out.close(
-                        open,
-                        at_us,
-                        HoldingEnd::Replaced,
-                        renewed,
-                        worker,
-                        (i, n),
-                        at_us,
-                    );
-                }
-                let state = &mut states[w];
-                if replaced {
-                    state.last_release = None;
-                } else if let Some(released) = state.last_release.take() {
-                    out.stand_down(worker, at_us - released);
-                }
-                if let Some(j) = state.pending_join.take() {
-                    out.joins[j].own_us = Some(at_us);
-                }
-                state.open = Some(index);
-                out.holdings.push(Holding {
-                    worker: worker.to_string(),
-                    i,
-                    n,
-                    token,
-                    start_us: at_us,
-                    end_us: u64::MAX,
-                    end: HoldingEnd::EndOfHistory,
-                    parts,
-                    renewed: None,
-                });
-                out.holder.push(w);
+                let own = Own {
+                    pair: (*i, *n),
+                    token: *token,
+                    mapping: *mapping,
+                    parts: held.clone().unwrap_or_default(),
+                    renewed: renewed.as_ref(),
+                };
+                replay.own(w, worker, line.at_us, own);
             }
             Record::Release {
                 i,
@@ -426,74 +379,188 @@ pub(crate) fn reconstruct(lines: &[Line<'_>], end_us: u64) -> Reconstruction {
                 at_us: written_us,
                 ..
             } => {
-                let (i, n, written_us) = (*i, *n, *written_us);
-                out.counts.releases += 1;
-                if let Some(own_us) = line.before_own {
-                    out.anomaly(
-                        AnomalyKind::ReleaseBeforeOwn { own_us },
-                        worker,
-                        i,
-                        n,
-                        written_us,
-                    );
-                }
-                match states[w].open.take() {
-                    Some(open) => {
-                        let held = &out.holdings[open];
-                        let (held_i, held_n) = (held.i, held.n);
-                        if (held_i, held_n) != (i, n) {
-                            out.anomaly(
-                                AnomalyKind::ReleaseMismatch { held_i, held_n },
-                                worker,
-                                i,
-                                n,
-                                at_us,
-                            );
-                        }
-                        if !states[w].left {
-                            states[w].last_release = Some(at_us);
-                        }
-                        out.close(
-                            open,
-                            at_us,
-                            HoldingEnd::Released,
-                            renewed.as_ref(),
-                            worker,
-                            (i, n),
-                            written_us,
-                        );
-                    }
-                    None => out.anomaly(AnomalyKind::ReleaseWithoutOwn, worker, i, n, at_us),
-                }
+                let release = Release {
+                    pair: (*i, *n),
+                    written_us: *written_us,
+                    renewed: renewed.as_ref(),
+                    before_own: line.before_own,
+                };
+                replay.release(w, worker, line.at_us, release);
             }
-            Record::Join { .. } => {
-                let state = &mut states[w];
-                state.last_release = None;
-                state.left = false;
-                state.pending_join = Some(out.joins.len());
-                out.joins.push(JoinToOwn {
-                    worker: worker.to_string(),
-                    join_us: at_us,
-                    own_us: None,
-                });
-            }
-            Record::Leave { .. } => {
-                out.counts.leaves += 1;
-                let state = &mut states[w];
-                state.last_release = None;
-                state.pending_join = None;
-                state.left = true;
-            }
-            Record::Fault { .. } => out.counts.faults += 1,
-            Record::Clock { .. } => out.counts.clocks += 1,
+            Record::Join { .. } => replay.join(w, worker, line.at_us),
+            Record::Leave { .. } => replay.leave(w),
+            Record::Fault { .. } => replay.out.counts.faults += 1,
+            Record::Clock { .. } => replay.out.counts.clocks += 1,
         }
     }
-    for state in &mut states {
-        if let Some(open) = state.open.take() {
-            let h = &mut out.holdings[open];
-            h.end_us = end_us.max(h.start_us);
-            h.end = HoldingEnd::EndOfHistory;
-        }
+    replay.finish(end_us)
+}
+
+/// An own line's fields, as the replay needs them.
+struct Own<'r> {
+    pair: (u32, u32),
+    token: u64,
+    mapping: Option<Mapping>,
+    parts: Vec<Part>,
+    renewed: Option<&'r Renewed>,
+}
+
+/// A release line's fields, as the replay needs them.
+struct Release<'r> {
+    pair: (u32, u32),
+    /// The instant the line was written (its own `at_us`; the line's place
+    /// in time order may differ, see [`Line::before_own`]).
+    written_us: u64,
+    renewed: Option<&'r Renewed>,
+    before_own: Option<u64>,
+}
+
+/// The state of [`reconstruct`]'s pass: what it has found so far and, per
+/// worker, what that worker holds and did last.
+#[derive(Default)]
+struct Replay<'a> {
+    out: Reconstruction,
+    ids: HashMap<&'a str, usize>,
+    states: Vec<WorkerState>,
+}
+
+impl<'a> Replay<'a> {
+    /// The index of `worker`'s state, made on its first line.
+    fn worker_index(&mut self, worker: &'a str) -> usize {
+        let states = &mut self.states;
+        *self.ids.entry(worker).or_insert_with(|| {
+            states.push(WorkerState::default());
+            states.len() - 1
+        })
     }
-    out
+
+    /// An own line: a new holding, which replaces the worker's open one (a
+    /// task set) or follows its release (a stand-down ends).
+    fn own(&mut self, w: usize, worker: &str, at_us: u64, own: Own<'_>) {
+        let out = &mut self.out;
+        let (i, n) = own.pair;
+        out.counts.owns += 1;
+        if n == 0 || i >= n {
+            out.anomaly(AnomalyKind::InvalidPair, worker, i, n, at_us);
+        }
+        out.note_mapping(own.mapping, !own.parts.is_empty(), worker, i, n, at_us);
+        let index = out.holdings.len();
+        let state = &mut self.states[w];
+        let replaced = state.open.take().map(|open| {
+            // A task set replaces the worker's holding; a whole pair must
+            // have been released first.
+            if own.parts.is_empty() {
+                out.replaced.push((open, index));
+            }
+            out.close(
+                open,
+                at_us,
+                HoldingEnd::Replaced,
+                own.renewed,
+                worker,
+                (i, n),
+                at_us,
+            );
+        });
+        if replaced.is_some() {
+            state.last_release = None;
+        } else if let Some(released) = state.last_release.take() {
+            out.stand_down(worker, at_us - released);
+        }
+        if let Some(j) = state.pending_join.take() {
+            out.joins[j].own_us = Some(at_us);
+        }
+        state.open = Some(index);
+        out.holdings.push(Holding {
+            worker: worker.to_string(),
+            i,
+            n,
+            token: own.token,
+            start_us: at_us,
+            end_us: u64::MAX,
+            end: HoldingEnd::EndOfHistory,
+            parts: own.parts,
+            renewed: None,
+        });
+        out.holder.push(w);
+    }
+
+    /// A release line: it closes the worker's open holding, which must be
+    /// of the same pair.
+    fn release(&mut self, w: usize, worker: &str, at_us: u64, release: Release<'_>) {
+        let out = &mut self.out;
+        let (i, n) = release.pair;
+        out.counts.releases += 1;
+        if let Some(own_us) = release.before_own {
+            out.anomaly(
+                AnomalyKind::ReleaseBeforeOwn { own_us },
+                worker,
+                i,
+                n,
+                release.written_us,
+            );
+        }
+        let state = &mut self.states[w];
+        let Some(open) = state.open.take() else {
+            out.anomaly(AnomalyKind::ReleaseWithoutOwn, worker, i, n, at_us);
+            return;
+        };
+        let held = &out.holdings[open];
+        let (held_i, held_n) = (held.i, held.n);
+        if (held_i, held_n) != (i, n) {
+            out.anomaly(
+                AnomalyKind::ReleaseMismatch { held_i, held_n },
+                worker,
+                i,
+                n,
+                at_us,
+            );
+        }
+        if !state.left {
+            state.last_release = Some(at_us);
+        }
+        out.close(
+            open,
+            at_us,
+            HoldingEnd::Released,
+            release.renewed,
+            worker,
+            (i, n),
+            release.written_us,
+        );
+    }
+
+    /// A join line: the time to the worker's next own is measured.
+    fn join(&mut self, w: usize, worker: &str, at_us: u64) {
+        let state = &mut self.states[w];
+        state.last_release = None;
+        state.left = false;
+        state.pending_join = Some(self.out.joins.len());
+        self.out.joins.push(JoinToOwn {
+            worker: worker.to_string(),
+            join_us: at_us,
+            own_us: None,
+        });
+    }
+
+    /// A leave line: what follows is not a stand-down.
+    fn leave(&mut self, w: usize) {
+        self.out.counts.leaves += 1;
+        let state = &mut self.states[w];
+        state.last_release = None;
+        state.pending_join = None;
+        state.left = true;
+    }
+
+    /// Holdings still open last until `end_us`.
+    fn finish(mut self, end_us: u64) -> Reconstruction {
+        for state in &mut self.states {
+            if let Some(open) = state.open.take() {
+                let h = &mut self.out.holdings[open];
+                h.end_us = end_us.max(h.start_us);
+                h.end = HoldingEnd::EndOfHistory;
+            }
+        }
+        self.out
+    }
 }
