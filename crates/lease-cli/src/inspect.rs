@@ -563,53 +563,7 @@ fn report(
         } else {
             ""
         };
-        let ttl = match iv.pttl {
-            -2 => "no key".to_owned(),
-            -1 => "no expiry (!)".to_owned(),
-            ms => format!("ttl {:.1} s", ms as f64 / 1000.0),
-        };
-        let _ = writeln!(out);
-        let _ = writeln!(out, "{:<9} {}   {}   {ttl}", iv.label, iv.key, state);
-        let so_far = if open { " so far" } else { "" };
-        match &iv.content {
-            Content::Missing => {
-                let _ = writeln!(out, "          missing: nobody registered (or it expired)");
-            }
-            Content::Counter(c) => {
-                let _ = writeln!(out, "          counter = {c}{so_far}");
-                if *c == 1 {
-                    let _ = writeln!(
-                        out,
-                        "          position 0 implies (0, 1); Arrival keeps no identities: each worker \
-                         knows its own index"
-                    );
-                } else if *c > 1 {
-                    let last = c - 1;
-                    let _ = writeln!(
-                        out,
-                        "          positions 0..={last} imply (0, {c}) .. ({last}, {c}); Arrival keeps no \
-                         identities: each worker knows its own index"
-                    );
-                }
-            }
-            Content::Ranked(members) => {
-                let n = members.len();
-                let _ = writeln!(out, "          {n} members{so_far}, in rank order:");
-                let _ = writeln!(
-                    out,
-                    "          rank  token                             score        implies"
-                );
-                for (rank, (token, score)) in members.iter().enumerate() {
-                    let _ = writeln!(
-                        out,
-                        "          {rank:>4}  {token:<32}  {score:<11.6}  ({rank}, {n}){so_far}"
-                    );
-                }
-            }
-            Content::Other(what) => {
-                let _ = writeln!(out, "          unexpected: {what}");
-            }
-        }
+        write_interval(&mut out, iv, state, open);
     }
     if args.interval.is_some() && intervals.len() >= 3 {
         let _ = writeln!(out);
@@ -626,6 +580,57 @@ fn report(
         }
     }
     out
+}
+
+/// One interval's key and what its content implies.
+fn write_interval(out: &mut String, iv: &Interval, state: &str, open: bool) {
+    let ttl = match iv.pttl {
+        -2 => "no key".to_owned(),
+        -1 => "no expiry (!)".to_owned(),
+        ms => format!("ttl {:.1} s", ms as f64 / 1000.0),
+    };
+    let _ = writeln!(out);
+    let _ = writeln!(out, "{:<9} {}   {}   {ttl}", iv.label, iv.key, state);
+    let so_far = if open { " so far" } else { "" };
+    match &iv.content {
+        Content::Missing => {
+            let _ = writeln!(out, "          missing: nobody registered (or it expired)");
+        }
+        Content::Counter(c) => {
+            let _ = writeln!(out, "          counter = {c}{so_far}");
+            if *c == 1 {
+                let _ = writeln!(
+                    out,
+                    "          position 0 implies (0, 1); Arrival keeps no identities: each worker \
+                     knows its own index"
+                );
+            } else if *c > 1 {
+                let last = c - 1;
+                let _ = writeln!(
+                    out,
+                    "          positions 0..={last} imply (0, {c}) .. ({last}, {c}); Arrival keeps no \
+                     identities: each worker knows its own index"
+                );
+            }
+        }
+        Content::Ranked(members) => {
+            let n = members.len();
+            let _ = writeln!(out, "          {n} members{so_far}, in rank order:");
+            let _ = writeln!(
+                out,
+                "          rank  token                             score        implies"
+            );
+            for (rank, (token, score)) in members.iter().enumerate() {
+                let _ = writeln!(
+                    out,
+                    "          {rank:>4}  {token:<32}  {score:<11.6}  ({rank}, {n}){so_far}"
+                );
+            }
+        }
+        Content::Other(what) => {
+            let _ = writeln!(out, "          unexpected: {what}");
+        }
+    }
 }
 
 /// Which pairs the closed intervals `k-1` and `k-2` certify: a worker holds a

@@ -116,8 +116,8 @@ pub(crate) fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     runtime.block_on(supervise(args, opts, handover, client, drain))
 }
 
-/// The loop: follow the pair stream, keep the command running exactly while
-/// a pair is held.
+/// The loop: connect, follow the stream, keep the command running exactly
+/// while tasks are held.
 async fn supervise(
     args: &RunArgs,
     opts: Options,
@@ -129,10 +129,10 @@ async fn supervise(
     let signals = |kind: SignalKind| {
         signal(kind).map_err(|e| CliError::Runtime(format!("cannot watch signals: {e}")))
     };
-    let (mut term, mut int) = (
-        signals(SignalKind::terminate())?,
-        signals(SignalKind::interrupt())?,
-    );
+    let mut stop_signals = StopSignals {
+        term: signals(SignalKind::terminate())?,
+        int: signals(SignalKind::interrupt())?,
+    };
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(Duration::from_secs(3)))
         .set_number_of_retries(1);
@@ -140,75 +140,129 @@ async fn supervise(
         conn = ConnectionManager::new_with_config(client, config) => {
             conn.map_err(|e| connect_error(&shown, &e))?
         }
-        _ = term.recv() => return Ok(ExitCode::SUCCESS),
-        _ = int.recv() => return Ok(ExitCode::SUCCESS),
+        _ = stop_signals.recv() => return Ok(ExitCode::SUCCESS),
     };
     let name = opts.name.clone();
     let cancel = CancellationToken::new();
-    let mut pairs = discover(conn, opts.with_cancel_type().with_cancel(cancel.clone()))?;
+    let stream = discover(conn, opts.with_cancel_type().with_cancel(cancel.clone()))?;
+    let session = Session {
+        args,
+        name: &name,
+        shown: &shown,
+        cancel,
+        drain,
+    };
     if handover == Handover::TaskSets {
         say(&format!(
             "group {name} at {shown}: registering every {} ms; the command runs while tasks are \
              held and follows their changes through LEASE_FILE",
             args.interval
         ));
-        return serve_task_sets(args, &name, &shown, pairs, cancel, term, int, drain).await;
+        serve_task_sets(&session, stream, stop_signals).await
+    } else {
+        say(&format!(
+            "group {name} at {shown}: registering every {} ms; the command runs while a pair is held",
+            args.interval
+        ));
+        serve_whole_pairs(&session, stream, stop_signals).await
     }
-    say(&format!(
-        "group {name} at {shown}: registering every {} ms; the command runs while a pair is held",
-        args.interval
-    ));
+}
 
+/// SIGTERM and SIGINT, either of which stands the worker down.
+struct StopSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    /// The name of the next stop signal to arrive.
+    async fn recv(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
+    }
+}
+
+/// What both serving loops share: the arguments, the names shown, the
+/// worker's cancellation and the drain timeout.
+struct Session<'a> {
+    args: &'a RunArgs,
+    name: &'a str,
+    shown: &'a str,
+    cancel: CancellationToken,
+    drain: Duration,
+}
+
+impl Session<'_> {
+    /// Says why the worker is idle; returns the failure to exit with when
+    /// the server was refused (the stream ends after that value).
+    fn idle(&self, reason: IdleReason, holding: &str) -> Option<CliError> {
+        match reason {
+            IdleReason::UnsupportedServer(why) => {
+                Some(CliError::Runtime(format!("{}: refused: {why}", self.shown)))
+            }
+            IdleReason::Refused(refusal) => {
+                say(&format!(
+                    "refused: {refusal}; staying idle until the group's rules agree"
+                ));
+                None
+            }
+            IdleReason::Started => {
+                say(&format!("idle: holding {holding}, nothing runs"));
+                None
+            }
+            reason => {
+                say(&format!("idle ({reason}): holding {holding}, nothing runs"));
+                None
+            }
+        }
+    }
+
+    fn cannot_start(&self, e: &std::io::Error) -> CliError {
+        CliError::Runtime(format!("cannot start {:?}: {e}", self.args.command[0]))
+    }
+}
+
+/// Whole pairs: the command is started on each pair held, with the pair
+/// in its environment, and stopped at each change.
+async fn serve_whole_pairs(
+    session: &Session<'_>,
+    mut pairs: Discover,
+    mut signals: StopSignals,
+) -> Result<ExitCode, CliError> {
+    let command = &session.args.command;
     let mut child: Option<Child> = None;
     let mut held: Option<Lease> = None;
     let mut restart_at: Option<Instant> = None;
     let mut failure: Option<CliError> = None;
     loop {
         tokio::select! {
-            _ = term.recv() => {
-                say("SIGTERM: standing down");
-                cancel.cancel();
-            }
-            _ = int.recv() => {
-                say("SIGINT: standing down");
-                cancel.cancel();
+            which = signals.recv() => {
+                say(&format!("{which}: standing down"));
+                session.cancel.cancel();
             }
             pair = pairs.next() => {
                 let Some(pair) = pair else { break };
                 if let Some(running) = child.take() {
-                    stop(running, drain).await;
+                    stop(running, session.drain).await;
                 }
                 restart_at = None;
-                let reason = match &pair {
-                    Assignment::Idle(idle) => Some(idle.reason),
-                    Assignment::Held(_) => None,
-                };
-                held = pair.into_lease();
-                match &held {
-                    Some(lease) => match start(&args.command, lease, &name) {
-                        Ok(c) => child = Some(c),
-                        Err(e) => {
-                            failure = Some(CliError::Runtime(format!(
-                                "cannot start {:?}: {e}",
-                                args.command[0]
-                            )));
-                            cancel.cancel();
+                match pair {
+                    Assignment::Held(lease) => {
+                        match start(command, &lease, session.name) {
+                            Ok(c) => child = Some(c),
+                            Err(e) => {
+                                failure = Some(session.cannot_start(&e));
+                                session.cancel.cancel();
+                            }
                         }
-                    },
-                    None => match reason {
-                        Some(IdleReason::UnsupportedServer(why)) => {
-                            // The worker registers nothing and its stream
-                            // ends after this value.
-                            failure = Some(CliError::Runtime(format!("{shown}: refused: {why}")));
-                        }
-                        Some(IdleReason::Refused(refusal)) => say(&format!(
-                            "refused: {refusal}; staying idle until the group's rules agree"
-                        )),
-                        Some(reason) if reason != IdleReason::Started => {
-                            say(&format!("idle ({reason}): holding no pair, nothing runs"))
-                        }
-                        _ => say("idle: holding no pair, nothing runs"),
-                    },
+                        held = Some(lease);
+                    }
+                    Assignment::Idle(idle) => {
+                        held = None;
+                        failure = session.idle(idle.reason, "no pair").or(failure);
+                    }
                 }
             }
             status = wait(&mut child) => {
@@ -220,22 +274,19 @@ async fn supervise(
             () = sleep_until(restart_at) => {
                 restart_at = None;
                 if let Some(lease) = held.as_ref().filter(|l| l.is_valid()) {
-                    match start(&args.command, lease, &name) {
+                    match start(command, lease, session.name) {
                         Ok(c) => child = Some(c),
-                        Err(e) => say(&format!("cannot start {:?}: {e}", args.command[0])),
+                        Err(e) => say(&format!("cannot start {:?}: {e}", command[0])),
                     }
                 }
             }
         }
     }
     if let Some(running) = child.take() {
-        stop(running, drain).await;
+        stop(running, session.drain).await;
     }
     say("stopped");
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(ExitCode::SUCCESS),
-    }
+    failure.map_or(Ok(ExitCode::SUCCESS), Err)
 }
 
 /// Starts the command on `lease`, in a process group of its own (so that
@@ -330,130 +381,159 @@ fn describe(status: std::io::Result<ExitStatus>) -> String {
 /// nothing. Renewals rewrite the file too (they move its deadlines), so a
 /// command that checks `valid_until_monotonic_us` before each task never
 /// works past the lease even if this process stalls.
-#[allow(clippy::too_many_arguments)]
 async fn serve_task_sets(
-    args: &RunArgs,
-    name: &str,
-    shown: &str,
+    session: &Session<'_>,
     mut stream: Discover,
-    cancel: CancellationToken,
-    mut term: tokio::signal::unix::Signal,
-    mut int: tokio::signal::unix::Signal,
-    drain: Duration,
+    mut signals: StopSignals,
 ) -> Result<ExitCode, CliError> {
-    let mut file = LeaseFile::create(args.lease_file.clone(), name, args.buckets)
+    let args = session.args;
+    let file = LeaseFile::create(args.lease_file.clone(), session.name, args.buckets)
         .map_err(|e| CliError::Runtime(format!("cannot write the lease file: {e}")))?;
-    let mut child: Option<Served> = None;
-    let mut held: Option<Lease> = None;
-    let mut restart_at: Option<Instant> = None;
-    let mut failure: Option<CliError> = None;
+    let mut state = TaskSetState {
+        session,
+        file,
+        child: None,
+        held: None,
+        restart_at: None,
+        failure: None,
+    };
     // Renewals move deadlines without a new value: look four times an
     // interval.
     let mut renewals = tokio::time::interval(Duration::from_millis(args.interval.div_ceil(4)));
     renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let write = |file: &mut LeaseFile, lease: Option<&Lease>| -> Result<u64, CliError> {
-        file.write(lease)
-            .map_err(|e| CliError::Runtime(format!("cannot write {}: {e}", file.path().display())))
-    };
     loop {
         tokio::select! {
-            _ = term.recv() => {
-                say("SIGTERM: standing down (the command serves what is held until its drain ends)");
-                cancel.cancel();
+            which = signals.recv() => {
+                say(&format!(
+                    "{which}: standing down (the command serves what is held until its drain ends)"
+                ));
+                session.cancel.cancel();
             }
-            _ = int.recv() => {
-                say("SIGINT: standing down (the command serves what is held until its drain ends)");
-                cancel.cancel();
-            }
-            value = stream.next() => {
-                let Some(value) = value else { break };
-                match value {
-                    Assignment::Held(lease) => {
-                        let version = match write(&mut file, Some(&lease)) {
-                            Ok(v) => v,
-                            Err(e) => { failure = Some(e); cancel.cancel(); continue; }
-                        };
-                        say(&format!(
-                            "holding {} of {} buckets in {} part(s), newest token {}: lease file version {version}",
-                            lease.buckets(args.buckets).map_or(0, |b| b.len()),
-                            args.buckets,
-                            lease.parts().len(),
-                            lease.token()
-                        ));
-                        match &child {
-                            Some(served) => served.notify(version),
-                            None => {
-                                restart_at = None;
-                                match Served::start(&args.command, &file, name, &lease, version) {
-                                    Ok(s) => child = Some(s),
-                                    Err(e) => {
-                                        failure = Some(CliError::Runtime(format!(
-                                            "cannot start {:?}: {e}", args.command[0])));
-                                        cancel.cancel();
-                                    }
-                                }
-                            }
-                        }
-                        held = Some(lease);
-                    }
-                    Assignment::Idle(idle) => {
-                        held = None;
-                        restart_at = None;
-                        if let Err(e) = write(&mut file, None) {
-                            failure = Some(e);
-                            cancel.cancel();
-                        }
-                        if let Some(served) = child.take() {
-                            served.notify(file.version());
-                            stop(served.child, drain).await;
-                        }
-                        match idle.reason {
-                            IdleReason::UnsupportedServer(why) => {
-                                failure = Some(CliError::Runtime(format!("{shown}: refused: {why}")));
-                            }
-                            IdleReason::Refused(refusal) => say(&format!(
-                                "refused: {refusal}; staying idle until the group's rules agree"
-                            )),
-                            IdleReason::Started => say("idle: holding nothing, nothing runs"),
-                            reason => say(&format!("idle ({reason}): holding nothing, nothing runs")),
-                        }
-                    }
-                }
-            }
-            _ = renewals.tick() => {
-                if let Some(lease) = held.as_ref().filter(|l| file.is_stale(l)) {
-                    match write(&mut file, Some(lease)) {
-                        Ok(version) => if let Some(s) = &child { s.notify(version) },
-                        Err(e) => { failure = Some(e); cancel.cancel(); }
-                    }
-                }
-            }
-            status = wait_served(&mut child) => {
-                child = None;
+            value = stream.next() => match value {
+                None => break,
+                Some(Assignment::Held(lease)) => state.on_held(lease),
+                Some(Assignment::Idle(idle)) => state.on_idle(idle.reason).await,
+            },
+            _ = renewals.tick() => state.on_renewal_tick(),
+            status = wait_served(&mut state.child) => {
+                state.child = None;
                 say(&format!("the command exited on its own ({}); starting it again in {} s",
                     describe(status), RESTART_DELAY.as_secs()));
-                restart_at = held.as_ref().map(|_| Instant::now() + RESTART_DELAY);
+                state.restart_at = state.held.as_ref().map(|_| Instant::now() + RESTART_DELAY);
             }
-            () = sleep_until(restart_at) => {
-                restart_at = None;
-                if let Some(lease) = held.as_ref().filter(|l| l.is_valid()) {
-                    match Served::start(&args.command, &file, name, lease, file.version()) {
-                        Ok(s) => child = Some(s),
-                        Err(e) => say(&format!("cannot start {:?}: {e}", args.command[0])),
+            () = sleep_until(state.restart_at) => state.restart(),
+        }
+    }
+    if let Some(served) = state.child.take() {
+        let _ = state.file.write(None);
+        served.notify(state.file.version());
+        stop(served.child, session.drain).await;
+    }
+    say("stopped");
+    state.failure.map_or(Ok(ExitCode::SUCCESS), Err)
+}
+
+/// What the task-set loop keeps between values.
+struct TaskSetState<'s, 'a> {
+    session: &'s Session<'a>,
+    file: LeaseFile,
+    child: Option<Served>,
+    held: Option<Lease>,
+    restart_at: Option<Instant>,
+    failure: Option<CliError>,
+}
+
+impl TaskSetState<'_, '_> {
+    /// Rewrites the lease file; a failure ends the worker.
+    fn write(&mut self, lease: Option<&Lease>) -> Option<u64> {
+        match self.file.write(lease) {
+            Ok(version) => Some(version),
+            Err(e) => {
+                let path = self.file.path().display();
+                self.failure = Some(CliError::Runtime(format!("cannot write {path}: {e}")));
+                self.session.cancel.cancel();
+                None
+            }
+        }
+    }
+
+    /// A value that holds tasks: the file's new version, to the running
+    /// command or to the one started now.
+    fn on_held(&mut self, lease: Lease) {
+        let Some(version) = self.write(Some(&lease)) else {
+            return;
+        };
+        let buckets = self.session.args.buckets;
+        say(&format!(
+            "holding {} of {buckets} buckets in {} part(s), newest token {}: lease file version {version}",
+            lease.buckets(buckets).map_or(0, |b| b.len()),
+            lease.parts().len(),
+            lease.token()
+        ));
+        match &self.child {
+            Some(served) => served.notify(version),
+            None => {
+                self.restart_at = None;
+                let session = self.session;
+                match Served::start(
+                    &session.args.command,
+                    &self.file,
+                    session.name,
+                    &lease,
+                    version,
+                ) {
+                    Ok(s) => self.child = Some(s),
+                    Err(e) => {
+                        self.failure = Some(session.cannot_start(&e));
+                        session.cancel.cancel();
                     }
                 }
             }
         }
+        self.held = Some(lease);
     }
-    if let Some(served) = child.take() {
-        let _ = write(&mut file, None);
-        served.notify(file.version());
-        stop(served.child, drain).await;
+
+    /// A value that holds nothing: the file says so, and the command stops.
+    async fn on_idle(&mut self, reason: IdleReason) {
+        self.held = None;
+        self.restart_at = None;
+        self.write(None);
+        if let Some(served) = self.child.take() {
+            served.notify(self.file.version());
+            stop(served.child, self.session.drain).await;
+        }
+        if let Some(failure) = self.session.idle(reason, "nothing") {
+            self.failure = Some(failure);
+        }
     }
-    say("stopped");
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(ExitCode::SUCCESS),
+
+    /// Renewals move the deadlines: the file follows when it is stale.
+    fn on_renewal_tick(&mut self) {
+        let Some(lease) = self.held.clone().filter(|l| self.file.is_stale(l)) else {
+            return;
+        };
+        if let (Some(version), Some(served)) = (self.write(Some(&lease)), &self.child) {
+            served.notify(version);
+        }
+    }
+
+    /// The command exited on its own while tasks are held: start it again.
+    fn restart(&mut self) {
+        self.restart_at = None;
+        let session = self.session;
+        if let Some(lease) = self.held.as_ref().filter(|l| l.is_valid()) {
+            let version = self.file.version();
+            match Served::start(
+                &session.args.command,
+                &self.file,
+                session.name,
+                lease,
+                version,
+            ) {
+                Ok(s) => self.child = Some(s),
+                Err(e) => say(&format!("cannot start {:?}: {e}", session.args.command[0])),
+            }
+        }
     }
 }
 

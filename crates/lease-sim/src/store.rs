@@ -261,89 +261,115 @@ impl SimStore {
             .get(1)
             .and_then(|a| redis_integer(a))
             .ok_or(StoreError::BadArguments("ttl"))?;
-        // A record that is there holds exactly these rules (checked above):
-        // PEXPIRE renews it. Otherwise SET writes it, and refuses a TTL of
-        // zero or less.
-        if self.keys.contains_key(keys[2]) {
-            self.pexpire(keys[2], now_us, ttl_ms);
+        self.write_rules_record(keys[2], rules, now_us, ttl_ms)?;
+        self.expire(keys[0], now_us);
+        self.expire(keys[1], now_us);
+        let counted = match mode {
+            Mode::Arrival => self.count_arrival(keys, now_us, ttl_ms)?,
+            Mode::Ranked => self.count_ranked(keys, args, now_us, ttl_ms)?,
+        };
+        let mut reply = vec![1, k, sec, usec];
+        reply.extend(counted);
+        Ok(reply)
+    }
+
+    /// The rules record's write: a record that is there holds exactly these
+    /// rules (checked before), so PEXPIRE renews it; otherwise SET writes
+    /// it, and refuses a TTL of zero or less.
+    fn write_rules_record(
+        &mut self,
+        key: &str,
+        rules: &str,
+        now_us: i64,
+        ttl_ms: i64,
+    ) -> Result<(), StoreError> {
+        if self.keys.contains_key(key) {
+            self.pexpire(key, now_us, ttl_ms);
         } else if ttl_ms <= 0 {
             return Err(StoreError::BadArguments("ttl"));
         } else {
             self.keys.insert(
-                keys[2].to_owned(),
+                key.to_owned(),
                 Entry {
-                    value: Value::Text(rules.clone()),
+                    value: Value::Text(rules.to_owned()),
                     expires_at: now_us.saturating_add(ttl_ms.saturating_mul(1000)),
                 },
             );
         }
-        self.expire(keys[0], now_us);
-        self.expire(keys[1], now_us);
-        match mode {
-            Mode::Arrival => {
-                let entry = self.keys.entry(keys[0].to_owned()).or_insert(Entry {
-                    value: Value::Counter(0),
-                    expires_at: 0,
-                });
-                let Value::Counter(x) = &mut entry.value else {
-                    return Err(StoreError::WrongType);
-                };
-                *x += 1;
-                let x = *x;
-                self.pexpire(keys[0], now_us, ttl_ms);
-                let prev = match self.keys.get(keys[1]).map(|e| &e.value) {
-                    None => -1,
-                    Some(Value::Counter(c)) => *c,
-                    Some(_) => return Err(StoreError::WrongType),
-                };
-                Ok(vec![1, k, sec, usec, x - 1, prev])
-            }
-            Mode::Ranked => {
-                let token = args.get(4).ok_or(StoreError::BadArguments("token"))?;
-                // `tonumber(ARGV[6])`: what does not read as a number
-                // counts as a newcomer's -1, as in the script.
-                let sent = args.get(5).and_then(|a| lua_number(a)).unwrap_or(-1.0);
-                let (rank, size) = match self.keys.get(keys[1]).map(|e| &e.value) {
-                    None => (None, 0),
-                    Some(Value::Set(set)) => (
-                        hole_filled(
-                            set,
-                            token,
-                            PositionSabotage {
-                                fillers_ignore_keepers: self.sabotage_positions,
-                                duplicates_keep: self.sabotage_duplicate_keepers,
-                            },
-                        ),
-                        set.len(),
-                    ),
-                    Some(_) => return Err(StoreError::WrongType),
-                };
-                // The server-side carry (rule 15): a token present in k-1
-                // carries its integer position; a returnee ranks after every
-                // carried position, by the position it sent; a newcomer last.
-                let score = match rank {
-                    Some(p) => p as f64,
-                    None if (0.0..RETURNEE).contains(&sent) => RETURNEE + sent.floor() + 0.5,
-                    None => NEWCOMER,
-                };
-                let entry = self.keys.entry(keys[0].to_owned()).or_insert(Entry {
-                    value: Value::Set(Vec::new()),
-                    expires_at: 0,
-                });
-                let Value::Set(set) = &mut entry.value else {
-                    return Err(StoreError::WrongType);
-                };
-                // ZADD NX: a repeat of the same token changes nothing.
-                if !set.iter().any(|(_, m)| m == token) {
-                    let at = set
-                        .partition_point(|(s, m)| (*s, m.as_bytes()) < (score, token.as_bytes()));
-                    set.insert(at, (score, token.clone()));
-                }
-                self.pexpire(keys[0], now_us, ttl_ms);
-                let rank = rank.map_or(-1, |r| r as i64);
-                Ok(vec![1, k, sec, usec, rank, size as i64])
-            }
+        Ok(())
+    }
+
+    /// Arrival's count: INCR of `k`'s counter; replies `x - 1` and the
+    /// count of `k-1` (-1 when it is gone).
+    fn count_arrival(
+        &mut self,
+        keys: [&str; 3],
+        now_us: i64,
+        ttl_ms: i64,
+    ) -> Result<[i64; 2], StoreError> {
+        let entry = self.keys.entry(keys[0].to_owned()).or_insert(Entry {
+            value: Value::Counter(0),
+            expires_at: 0,
+        });
+        let Value::Counter(x) = &mut entry.value else {
+            return Err(StoreError::WrongType);
+        };
+        *x += 1;
+        let x = *x;
+        self.pexpire(keys[0], now_us, ttl_ms);
+        let prev = match self.keys.get(keys[1]).map(|e| &e.value) {
+            None => -1,
+            Some(Value::Counter(c)) => *c,
+            Some(_) => return Err(StoreError::WrongType),
+        };
+        Ok([x - 1, prev])
+    }
+
+    /// Ranked's count: the token's position in `k-1` (hole-filled), its
+    /// score in `k` by the server-side carry (rule 15), ZADD NX; replies the
+    /// position (-1 when absent) and the size of `k-1`.
+    fn count_ranked(
+        &mut self,
+        keys: [&str; 3],
+        args: &[String],
+        now_us: i64,
+        ttl_ms: i64,
+    ) -> Result<[i64; 2], StoreError> {
+        let token = args.get(4).ok_or(StoreError::BadArguments("token"))?;
+        // `tonumber(ARGV[6])`: what does not read as a number
+        // counts as a newcomer's -1, as in the script.
+        let sent = args.get(5).and_then(|a| lua_number(a)).unwrap_or(-1.0);
+        let sabotage = PositionSabotage {
+            fillers_ignore_keepers: self.sabotage_positions,
+            duplicates_keep: self.sabotage_duplicate_keepers,
+        };
+        let (rank, size) = match self.keys.get(keys[1]).map(|e| &e.value) {
+            None => (None, 0),
+            Some(Value::Set(set)) => (hole_filled(set, token, sabotage), set.len()),
+            Some(_) => return Err(StoreError::WrongType),
+        };
+        // The server-side carry (rule 15): a token present in k-1
+        // carries its integer position; a returnee ranks after every
+        // carried position, by the position it sent; a newcomer last.
+        let score = match rank {
+            Some(p) => p as f64,
+            None if (0.0..RETURNEE).contains(&sent) => RETURNEE + sent.floor() + 0.5,
+            None => NEWCOMER,
+        };
+        let entry = self.keys.entry(keys[0].to_owned()).or_insert(Entry {
+            value: Value::Set(Vec::new()),
+            expires_at: 0,
+        });
+        let Value::Set(set) = &mut entry.value else {
+            return Err(StoreError::WrongType);
+        };
+        // ZADD NX: a repeat of the same token changes nothing.
+        if !set.iter().any(|(_, m)| m == token) {
+            let at = set.partition_point(|(s, m)| (*s, m.as_bytes()) < (score, token.as_bytes()));
+            set.insert(at, (score, token.clone()));
         }
+        self.pexpire(keys[0], now_us, ttl_ms);
+        Ok([rank.map_or(-1, |r| r as i64), size as i64])
     }
 
     /// `PEXPIRE key ttl_ms`: a TTL of zero or less deletes the key, as

@@ -12,136 +12,21 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use lease_core::{
-    Assignment, Event, Identity, Lease, Mapping, Options, OptionsError, RequestId, Worker,
-};
+use lease_core::{Event, Identity, Lease, Options, OptionsError, RequestId, Worker};
 
 use crate::net::{LocalClock, Network};
 use crate::store::SimStore;
-use lease_history::{LeaveHow, Part, PartEnd, Record, Renewed};
+
+mod config;
+mod history;
+
+pub use config::{Action, Clocks, Mishap, SimConfig, WorkerId};
+use history::fault_detail;
+use lease_history::{LeaveHow, Record};
 
 /// The server clock's reading at true time zero: 2023-11-14, in microseconds
 /// since the Unix epoch (any realistic value would do).
 const SERVER_EPOCH_US: i64 = 1_700_000_000_000_000;
-
-/// Identifies a simulated worker; displayed as `w0`, `w1`, ...
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct WorkerId(pub usize);
-
-impl fmt::Display for WorkerId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "w{}", self.0)
-    }
-}
-
-/// Clock imperfections drawn for each worker.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Clocks {
-    /// Local clock offsets are drawn from `[0, max_offset]`.
-    pub max_offset: Duration,
-    /// Local clock drift is drawn from `[-max_drift, max_drift]` (the core
-    /// assumes at most 1e-3).
-    pub max_drift: f64,
-}
-
-impl Default for Clocks {
-    fn default() -> Self {
-        Self {
-            max_offset: Duration::from_secs(3600),
-            max_drift: 5e-4,
-        }
-    }
-}
-
-/// What a simulation is made of.
-#[derive(Clone, Debug)]
-pub struct SimConfig {
-    /// Seed of the run's only random generator.
-    pub seed: u64,
-    /// Options every worker is created with.
-    pub options: Options,
-    /// The network, until a [`Action::SetNetwork`] changes it.
-    pub network: Network,
-    /// Workers' clock imperfections.
-    pub clocks: Clocks,
-}
-
-impl SimConfig {
-    /// A quiet simulation of group `options` with seed `seed`.
-    pub fn new(seed: u64, options: Options) -> Self {
-        Self {
-            seed,
-            options,
-            network: Network::default(),
-            clocks: Clocks::default(),
-        }
-    }
-}
-
-/// Something that happens at a scheduled instant.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub enum Action {
-    /// Start the worker (reserved by [`Sim::schedule_join`]).
-    Join(WorkerId),
-    /// Cancel the worker through its token: it stands down and ends.
-    Cancel(WorkerId),
-    /// Drop the worker without cancellation: the process is gone.
-    Crash(WorkerId),
-    /// Freeze the worker's process for a while: no input reaches it, no timer
-    /// fires, until it resumes.
-    Stall(WorkerId, Duration),
-    /// Restart the server without persistence: every key is lost and
-    /// requests fail while it is down.
-    Restart {
-        /// How long the server is unreachable.
-        down: Duration,
-    },
-    /// `CLIENT PAUSE`: requests queue until the pause ends.
-    Pause(Duration),
-    /// Step the server clock by this many microseconds (negative: back).
-    ClockStep(i64),
-    /// A failover that loses acknowledged writes in the current and the
-    /// previous interval, each with this probability.
-    LoseWrites(f64),
-    /// Replace the network model.
-    SetNetwork(Network),
-    /// The worker's next registration meets this mishap, whatever the
-    /// network's probabilities (for targeted tests).
-    Mishap(WorkerId, Mishap),
-}
-
-/// A single, targeted fault on one worker's next registration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mishap {
-    /// Fails at once without executing (a connection error).
-    FastError,
-    /// Lost before reaching the server.
-    LoseRequest,
-    /// Executed, but the reply is lost.
-    LoseReply,
-    /// Delivered and executed twice.
-    Duplicate,
-    /// Held this long on the way to the server, on top of the network's
-    /// trip (a request that executes later than its sender expects).
-    Delay(Duration),
-}
-
-impl Action {
-    fn fault_kind(&self) -> Option<&'static str> {
-        Some(match self {
-            Action::Stall(..) => "stall",
-            Action::Restart { .. } => "restart",
-            Action::Pause(_) => "pause",
-            Action::ClockStep(_) => "clock-step",
-            Action::LoseWrites(_) => "lose-writes",
-            Action::SetNetwork(_) => "network",
-            Action::Mishap(..) => "mishap",
-            // Leaves and joins have lines of their own.
-            Action::Crash(_) | Action::Cancel(_) | Action::Join(_) => return None,
-        })
-    }
-}
 
 enum Step {
     Act(Action),
@@ -497,53 +382,6 @@ impl Sim {
         lease_history::check(&records, Some(self.now))
     }
 
-    /// The history so far, closed at the current instant: every lease still
-    /// handed to a loop gets a release at its deadline or now, whichever is
-    /// earlier (a worker stalled past its deadline holds nothing, even though
-    /// it has not noticed yet).
-    pub fn closed_history(&self) -> Vec<Record> {
-        let mut records = self.history.clone();
-        records.extend(self.closing_records());
-        records
-    }
-
-    fn closing_records(&self) -> Vec<Record> {
-        self.workers
-            .iter()
-            .enumerate()
-            .filter(|(_, sw)| matches!(sw.life, Life::Alive(_)))
-            .flat_map(|(w, sw)| self.ending(WorkerId(w), sw))
-            .collect()
-    }
-
-    /// The lines that end what worker `w` holds, for a worker that will
-    /// not say so itself (it crashed, or the run ends now): each lease or
-    /// part ends at its deadline or now, whichever is earlier (a part that
-    /// ran out before now leaves the rest held from its deadline on).
-    fn ending(&self, w: WorkerId, sw: &SimWorker) -> Vec<Record> {
-        let name = w.to_string();
-        let Some(lease) = &sw.held else {
-            return Vec::new();
-        };
-        if let Some((i, n)) = whole_pair(lease) {
-            let end = self.true_of(sw.clock, lease.deadline()).min(self.now);
-            return vec![
-                Record::release(name, i, n, end).with_renewed(Renewed::Pair(renewed_in(lease))),
-            ];
-        }
-        let live: Vec<PartEnd> = lease
-            .parts()
-            .iter()
-            .zip(lease.history_parts())
-            .map(|(l, p)| PartEnd {
-                part: Part::from(p),
-                end_us: self.true_of(sw.clock, l.deadline()),
-                renewed: Some(l.renewed_in()),
-            })
-            .collect();
-        Record::task_set_ending(&name, history_mapping(lease), live, self.now)
-    }
-
     // ----- internals -----------------------------------------------------
 
     fn reserve(&mut self) -> WorkerId {
@@ -784,71 +622,6 @@ impl Sim {
         self.push(back, Step::Deliver(w, req.id, result));
     }
 
-    fn record(&mut self, w: WorkerId, event: Event) {
-        let at_us = self.now;
-        match &event {
-            Event::Assignment(Assignment::Held(lease)) => {
-                if let Some((i, n)) = whole_pair(lease) {
-                    let own = Record::own(w.to_string(), i, n, lease.token(), at_us);
-                    let previous = self.workers[w.0].held.as_ref();
-                    // A whole pair following a task set ends it.
-                    let own = match previous.filter(|l| whole_pair(l).is_none()) {
-                        Some(l) => own.with_renewed(renewed_parts(l)),
-                        None => own,
-                    };
-                    self.history.push(own);
-                } else {
-                    // An `own` with parts replaces the holding at the instant
-                    // it began (a part's end noticed late is written at that
-                    // end), carrying the renewal intervals of the holding it
-                    // replaces (clones share them with the worker's state).
-                    let at = self
-                        .true_of(self.workers[w.0].clock, lease.since())
-                        .min(at_us);
-                    let parts = lease.history_parts().into_iter().map(Part::from);
-                    let renewed = self.workers[w.0].held.as_ref().map(renewed_parts);
-                    let own =
-                        Record::own_task_set(w.to_string(), history_mapping(lease), parts, at);
-                    self.history.extend(own.map(|own| match renewed {
-                        Some(renewed) => own.with_renewed(renewed),
-                        None => own,
-                    }));
-                }
-                self.workers[w.0].held = Some(lease.clone());
-            }
-            Event::Assignment(Assignment::Idle(idle)) => {
-                if let Some(lease) = &idle.ended {
-                    let at = self.true_of(self.workers[w.0].clock, idle.since).min(at_us);
-                    // The holding it ends is the last value written, whose
-                    // parts are in the order of its `held`.
-                    let last = self.workers[w.0].held.take();
-                    let last = last.as_ref().unwrap_or(lease);
-                    let (i, n, renewed) = match whole_pair(last) {
-                        Some((i, n)) => (i, n, Renewed::Pair(renewed_in(last))),
-                        None => {
-                            let newest = last.newest_pair();
-                            let (i, n) = newest.map_or((0, 1), |p| (p.i(), p.n()));
-                            (i, n, renewed_parts(last))
-                        }
-                    };
-                    let release = match idle.reason.as_str().parse() {
-                        Ok(reason) => Record::release_because(w.to_string(), i, n, reason, at),
-                        Err(_) => Record::release(w.to_string(), i, n, at),
-                    };
-                    self.history.push(release.with_renewed(renewed));
-                }
-            }
-            // The worker has ended (at once on a plain cancel; after its
-            // drain with graceful leave).
-            Event::Stopped => self.workers[w.0].life = Life::Gone,
-        }
-        self.observed.push(Observed {
-            worker: w,
-            at: Duration::from_micros(at_us),
-            event,
-        });
-    }
-
     fn on_action(&mut self, action: Action) {
         if let Some(kind) = action.fault_kind() {
             let worker = match &action {
@@ -938,45 +711,5 @@ impl fmt::Debug for Sim {
             .field("workers", &self.workers.len())
             .field("stats", &self.stats)
             .finish_non_exhaustive()
-    }
-}
-
-fn fault_detail(action: &Action) -> Option<String> {
-    match action {
-        Action::Stall(_, d) | Action::Pause(d) | Action::Restart { down: d } => {
-            Some(format!("{}ms", d.as_millis()))
-        }
-        Action::ClockStep(us) => Some(format!("{}us", us)),
-        Action::LoseWrites(p) => Some(format!("p={p}")),
-        _ => None,
-    }
-}
-
-/// The `renewed` field of a line that ends the holding `tasks` was written
-/// as: each part's last renewal interval, in the order of its `held`.
-fn renewed_parts(lease: &Lease) -> Renewed {
-    Renewed::Parts(lease.parts().iter().map(|l| l.renewed_in()).collect())
-}
-
-/// The interval of the last renewal of a whole pair's one part.
-fn renewed_in(lease: &Lease) -> u64 {
-    lease.parts().first().map_or(0, |p| p.renewed_in())
-}
-
-/// `(i, n)` when the lease is written as a whole pair: one whole pair under
-/// the modulo mapping (whole-pair histories); task sets, and whole pairs
-/// under the consistent mapping, are written with their parts.
-fn whole_pair(lease: &Lease) -> Option<(u32, u32)> {
-    let pair = lease
-        .pair()
-        .filter(|_| lease.mapping() == Mapping::Modulo)?;
-    Some((pair.i(), pair.n()))
-}
-
-/// The history's name of a lease's mapping.
-fn history_mapping(lease: &Lease) -> lease_history::Mapping {
-    match lease.mapping() {
-        Mapping::Modulo => lease_history::Mapping::Modulo,
-        Mapping::Consistent => lease_history::Mapping::Consistent,
     }
 }
