@@ -7,7 +7,9 @@
 //! The store executes a [`lease_core::Transmit`]'s keys and arguments exactly
 //! as the Lua script would, and answers with the same integers.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+
+mod members;
 
 use lease_core::Mode;
 
@@ -21,6 +23,8 @@ enum Value {
     Set(Vec<(f64, String)>),
     /// A string: the group's rules record.
     Text(String),
+    /// A hash: the group's member record (rule 18).
+    Hash(BTreeMap<String, String>),
 }
 
 #[derive(Clone, Debug)]
@@ -76,6 +80,9 @@ pub struct SimStore {
     sabotage_duplicate_keepers: bool,
     /// The rules record is not checked (the negative control of rule 12).
     sabotage_rules: bool,
+    /// Test only: a new identity takes over a member name at once (the
+    /// negative control of rule 18).
+    sabotage_members: bool,
 }
 
 impl SimStore {
@@ -231,6 +238,18 @@ impl SimStore {
         keys: [&str; 3],
         args: &[String],
     ) -> Result<Vec<i64>, StoreError> {
+        self.execute_with_members(mode, now_us, [keys[0], keys[1], keys[2], ""], args)
+    }
+
+    /// [`SimStore::execute`] with the fourth key, the group's member record
+    /// (rule 18), as every [`lease_core::Transmit`] carries it.
+    pub fn execute_with_members(
+        &mut self,
+        mode: Mode,
+        now_us: i64,
+        keys: [&str; 4],
+        args: &[String],
+    ) -> Result<Vec<i64>, StoreError> {
         self.executed += 1;
         let interval_ms = int_arg(args, 0, "interval")?;
         if interval_ms <= 0 {
@@ -300,6 +319,16 @@ impl SimStore {
             }
             Mode::Ranked => {
                 let token = args.get(4).ok_or(StoreError::BadArguments("token"))?;
+                // Rule 18: under a member name the set member is the name,
+                // and the member record decides whether the token holds it.
+                let (status, member) = match args.get(6) {
+                    Some(name) => (
+                        self.member_status(keys[3], name, token, k, now_us, ttl_ms)?,
+                        format!("m:{name}"),
+                    ),
+                    None => (1, token.clone()),
+                };
+                let token = &member;
                 // `tonumber(ARGV[6])`: what does not read as a number
                 // counts as a newcomer's -1, as in the script.
                 let sent = args.get(5).and_then(|a| lua_number(a)).unwrap_or(-1.0);
@@ -341,7 +370,7 @@ impl SimStore {
                 }
                 self.pexpire(keys[0], now_us, ttl_ms);
                 let rank = rank.map_or(-1, |r| r as i64);
-                Ok(vec![1, k, sec, usec, rank, size as i64])
+                Ok(vec![status, k, sec, usec, rank, size as i64])
             }
         }
     }
@@ -383,7 +412,7 @@ impl SimStore {
                     set.retain(|_| !lose());
                     lost += (before - set.len()) as u64;
                 }
-                Value::Text(_) => {}
+                Value::Text(_) | Value::Hash(_) => {}
             }
         }
         lost
@@ -396,6 +425,7 @@ impl SimStore {
             Value::Counter(c) => Peek::Counter(*c),
             Value::Set(s) => Peek::Members(s.iter().map(|(_, m)| m.clone()).collect()),
             Value::Text(t) => Peek::Text(t.clone()),
+            Value::Hash(h) => Peek::Fields(h.clone().into_iter().collect()),
         })
     }
 
@@ -622,6 +652,8 @@ pub enum Peek {
     Members(Vec<String>),
     /// A string (the group's rules record).
     Text(String),
+    /// A hash's fields and values, by field (the group's member record).
+    Fields(Vec<(String, String)>),
 }
 
 #[cfg(test)]
