@@ -679,6 +679,9 @@ pub enum OptionsError {
         /// The longest accepted, the interval `L`.
         max: Duration,
     },
+    /// A member name (rule 18) that is not valid.
+    #[error("{0}")]
+    Member(#[from] MemberError),
     /// A member name (rule 18) was given under `Arrival` counting, whose
     /// `INCR` positions cannot be carried by name.
     #[error("member names need Ranked counting; Arrival positions are arrival order")]
