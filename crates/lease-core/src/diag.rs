@@ -268,7 +268,7 @@ pub(crate) fn group_rules_differ(name: &str, refusal: &crate::Refusal) {
 }
 
 pub(crate) fn member_in_use(name: &str, why: &crate::MemberInUse) {
-    tracing::warn!(target: TARGET, name, member = %why.member, interval = why.interval, "{}: {}", MEMBER_IN_USE, why);
+    tracing::warn!(target: TARGET, name, member = %why.member, interval = why.interval, why = %why, "{}", MEMBER_IN_USE);
 }
 
 pub(crate) fn reply_rejected(name: &str, error: &dyn Display) {
