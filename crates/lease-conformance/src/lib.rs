@@ -444,8 +444,7 @@ impl<A: Adapter> Group<A> {
                         matches!(
                             two[1].reason,
                             Some(IdleReason::Refused(_) | IdleReason::MemberInUse(_))
-                        )
-                            && two[0].reason != two[1].reason
+                        ) && two[0].reason != two[1].reason
                     }
                     (Some(a), Some(b)) => a.token() != b.token() || pair(a) != pair(b),
                     _ => true,
