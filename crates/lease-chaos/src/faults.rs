@@ -32,6 +32,11 @@ pub(crate) enum FaultKind {
     Churn,
     /// A burst join of +50 % workers, who leave again later.
     Burst,
+    /// A member restart (rule 18): every worker registers under its seat's
+    /// member name; one is crashed and a new process with the same name
+    /// starts at once, or (half the time) starts first and the old one is
+    /// crashed up to an interval later.
+    RestartMember,
     /// Step the Redis host's clock forward or back, by half the gap or twice
     /// it (libfaketime under the server). Not part of `all`: steps larger
     /// than the gap are outside the guarantee (docs/reliability.md).
@@ -60,7 +65,7 @@ pub(crate) enum FaultKind {
 
 impl FaultKind {
     /// Every kind, in summary order.
-    pub(crate) const ALL: [FaultKind; 13] = [
+    pub(crate) const ALL: [FaultKind; 14] = [
         FaultKind::Stall,
         FaultKind::Crash,
         FaultKind::Cancel,
@@ -74,6 +79,7 @@ impl FaultKind {
         FaultKind::Flushall,
         FaultKind::Churn,
         FaultKind::Burst,
+        FaultKind::RestartMember,
     ];
 
     /// The kinds that are named but not part of `all`.
@@ -108,6 +114,7 @@ impl FaultKind {
                 | FaultKind::Cancel
                 | FaultKind::Churn
                 | FaultKind::Burst
+                | FaultKind::RestartMember
         )
     }
 
@@ -127,6 +134,7 @@ impl FaultKind {
             FaultKind::Flushall => "flushall",
             FaultKind::Churn => "churn",
             FaultKind::Burst => "burst",
+            FaultKind::RestartMember => "restart-member",
             FaultKind::Clock => "clock",
             FaultKind::Failover => "failover",
             FaultKind::FailoverLossy => "failover-lossy",
@@ -210,7 +218,9 @@ mod tests {
 
     #[test]
     fn parses_all_none_and_lists() {
-        assert_eq!("all".parse::<FaultSet>().unwrap().0.len(), 13);
+        assert_eq!("all".parse::<FaultSet>().unwrap().0.len(), 14);
+        let set: FaultSet = "restart-member".parse().unwrap();
+        assert_eq!(set.0, vec![FaultKind::RestartMember]);
         assert!("none".parse::<FaultSet>().unwrap().0.is_empty());
         let set: FaultSet = "restart, stall,restart".parse().unwrap();
         assert_eq!(set.0, vec![FaultKind::Stall, FaultKind::Restart]);

@@ -49,8 +49,11 @@ pub(crate) struct Args {
     pub(crate) interval: u64,
     /// Faults to inject: `all`, `none`, or a comma-separated list of stall,
     /// crash, cancel, restart, pause, kill, latency, blackhole, reset,
-    /// flush, flushall, churn, burst, clock, failover, failover-lossy,
-    /// failover-split, cluster-failover, reshard. Not part of `all`:
+    /// flush, flushall, churn, burst, restart-member (with it, every worker
+    /// registers under its seat's member name: a crashed worker's new
+    /// process starts at once, or first, the old one crashed up to an
+    /// interval later), clock, failover, failover-lossy, failover-split,
+    /// cluster-failover, reshard. Not part of `all`:
     /// `clock` (steps of the server's clock by ±G/2 and ±2G, the server
     /// under libfaketime: needs a server built with libc's malloc, e.g.
     /// `REDIS_SERVER_BIN=$(scripts/valkey.sh)`); `failover` (Redis's

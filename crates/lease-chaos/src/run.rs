@@ -23,6 +23,8 @@ use lease_testkit::{REPLICATION_TIMEOUT, RedisCluster, RedisServer};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+mod members;
+
 use crate::Args;
 use crate::faults::FaultKind;
 use crate::report::{
@@ -279,6 +281,9 @@ enum Action {
     Cancel {
         id: WorkerId,
     },
+    Crash {
+        id: WorkerId,
+    },
     ClearLatency {
         id: WorkerId,
     },
@@ -430,19 +435,8 @@ impl Chaos<'_> {
             return Ok(false);
         }
         let name = self.seats[seat].name.clone();
-        let (id, link) = match &self.cluster {
-            Some(cluster) => (self.harness.spawn_cluster(&name, cluster.urls())?, None),
-            None => {
-                let link = self
-                    .proxy
-                    .link(self.rng.random())
-                    .map_err(ChaosError::Proxy)?;
-                (self.harness.spawn(&name, link.url())?, Some(link))
-            }
-        };
+        let id = self.spawn_instance(seat, &name)?;
         self.seats[seat].current = Some(id);
-        self.names.insert(id, name);
-        self.instances.insert(id, Instance { seat, link });
         Ok(true)
     }
 
@@ -568,6 +562,7 @@ impl Chaos<'_> {
                 }
             }
             Action::Cancel { id } => self.harness.control(id, Control::Cancel),
+            Action::Crash { id } => self.harness.control(id, Control::Crash),
             Action::ClearLatency { id } => {
                 if let Some(link) = self.link(id) {
                     link.set_latency(None);
@@ -697,7 +692,7 @@ impl Chaos<'_> {
                 let stalls = &self.args.stall_intervals;
                 l.mul_f64(stalls[d.a % stalls.len()]) + self.tick
             }
-            FaultKind::Crash | FaultKind::Cancel => l.mul_f64(d.x),
+            FaultKind::Crash | FaultKind::Cancel | FaultKind::RestartMember => l.mul_f64(d.x),
             FaultKind::Pause => [g.mul_f64(1.5), g * 3, l, l * 2][d.a],
             FaultKind::Latency => l.mul_f64(2.0 * d.x),
             FaultKind::Blackhole => l.mul_f64([0.5, 1.0, 2.0, 4.0][d.a]),
@@ -745,6 +740,9 @@ impl Chaos<'_> {
             FaultKind::Flushall => Ok(self.server_command(d.kind, &["FLUSHALL"], now)),
             FaultKind::Churn => Ok(self.churn(&d, now, planned_end)),
             FaultKind::Burst => Ok(self.burst(length, now)),
+            FaultKind::RestartMember => {
+                on(victim).map(|id| self.restart_member(id, &d, length, now))
+            }
             FaultKind::Clock => Ok(self.clock_step(&d, now)),
             FaultKind::Failover => return self.failover(now).map(Some),
             FaultKind::FailoverLossy => Ok(self.cut_replication(d.kind, length, now)),

@@ -73,6 +73,15 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "MS")]
     drain_timeout: Option<u64>,
 
+    /// Register under this member name (rule 18, Ranked): a restarted
+    /// `lease run` with the same name takes back its position and tasks
+    /// once the previous process's last lease has ended; a second live
+    /// process with the name is refused (`member in use`) until the first
+    /// stops. Use a name that stays with the slot, such as a StatefulSet
+    /// pod name.
+    #[arg(long, value_name = "NAME")]
+    member: Option<String>,
+
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -97,6 +106,11 @@ pub(crate) fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     let mut opts = options(&args.group, Some(args.interval), Some(args.mode)).with_gap(args.gap);
     if args.mode == Mode::Ranked {
         opts = opts.with_handover(handover);
+    }
+    if let Some(member) = &args.member {
+        opts = opts
+            .with_member(member)
+            .map_err(lease_core::OptionsError::from)?;
     }
     validate(&opts)?;
     if handover == Handover::TaskSets {

@@ -95,6 +95,11 @@ pub(crate) struct SimArgs {
     /// stays counted until the group re-counts, as after a crash.
     #[arg(long)]
     no_graceful_leave: bool,
+    /// Member names (rule 18, Ranked): every worker registers under a name
+    /// of its own, and churn adds member restarts (a new process with the
+    /// same name, at once, later, or before the old one is gone).
+    #[arg(long)]
+    members: bool,
     /// Outside the guarantee: server clock steps larger than the gap, and backwards.
     #[arg(long)]
     clock_jumps: bool,
@@ -156,6 +161,7 @@ impl SimArgs {
                     .max_spread(),
             }),
             graceful_leave: !self.no_graceful_leave,
+            members: self.members,
             customize: std::convert::identity,
         }
     }

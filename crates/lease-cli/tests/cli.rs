@@ -157,6 +157,92 @@ sleep 100"#;
     assert!(stderr.contains("stopped the command"), "{stderr}");
 }
 
+/// Rule 18 on the command line: two `lease run --member web-0` in one
+/// group. The second is refused (`member in use`, naming the member) and
+/// never runs its command while the first does; once the first has been
+/// killed (SIGKILL: no leave), the second takes over its member's pair.
+#[test]
+fn of_two_runs_with_one_member_name_only_one_runs_its_command() {
+    let server = RedisServer::start().unwrap();
+    let dir = temp_dir();
+    let name = unique_name("member");
+    let l = test_interval();
+    let start = |tag: &str| {
+        let script =
+            format!(r#"echo "$(date +%s%N) start {tag} $LEASE_I" >> "$DIR/log"; exec sleep 100"#);
+        Command::new(LEASE)
+            .args([
+                "run",
+                "--redis",
+                server.url(),
+                "--name",
+                &name,
+                "--interval",
+                &l.as_millis().to_string(),
+                "--handover",
+                "whole-pairs",
+                "--member",
+                "web-0",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .env("DIR", &dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("lease run starts")
+    };
+    let log = || read(&dir.join("log")).unwrap_or_default();
+    let mut first = start("first");
+    wait_for(l * 12 + Duration::from_secs(5), || {
+        log().contains("start first").then_some(())
+    })
+    .expect("the first command started");
+    let mut second = start("second");
+    std::thread::sleep(l * 8);
+    assert!(
+        !log().contains("start second"),
+        "both ran at once:\n{}",
+        log()
+    );
+    kill_process(Pid::from_child(&first), Signal::KILL).unwrap();
+    let _ = first.wait();
+    wait_for(l * 12 + Duration::from_secs(5), || {
+        log().contains("start second").then_some(())
+    })
+    .expect("the second takes over once the first is gone");
+    sigterm(&second);
+    let _ = wait_exit(&mut second, Duration::from_secs(10));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(second.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(
+        stderr.contains("member web-0 is held by another process"),
+        "{stderr}"
+    );
+    assert!(log().contains("start second 0"), "{}", log());
+    // Bad names are refused before anything connects.
+    let out = Command::new(LEASE)
+        .args([
+            "run",
+            "--redis",
+            server.url(),
+            "--name",
+            &name,
+            "--interval",
+            "1000",
+            "--member",
+            "web 0",
+            "--",
+            "true",
+        ])
+        .output()
+        .expect("lease runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("member name"));
+}
+
 /// The split brain rule 12 prevents: two `lease run --name split` with different
 /// intervals. The second is refused (the group's recorded rules differ) and
 /// never runs its command while the first does; once the first has stood

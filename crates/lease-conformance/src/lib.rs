@@ -22,11 +22,15 @@
 //! to print every history.
 pub mod capture;
 pub mod history;
+mod members;
 #[cfg(feature = "redis-rs")]
 pub mod redis_rs;
 pub mod server;
 pub mod tls;
 
+pub use members::{
+    a_restarted_member_returns_to_its_tasks, of_two_processes_with_one_member_name_one_is_refused,
+};
 pub use server::the_server_is_checked_once_per_worker;
 
 use std::future::Future;
@@ -98,6 +102,8 @@ macro_rules! conformance_suite {
             every_diagnostic_is_emitted,
             workers_with_other_rules_are_refused_until_the_group_leaves,
             the_server_is_checked_once_per_worker,
+            a_restarted_member_returns_to_its_tasks,
+            of_two_processes_with_one_member_name_one_is_refused,
         );
     };
     (@tests $adapter:ty, $run:path, $($scenario:ident),+ $(,)?) => {
@@ -432,10 +438,13 @@ impl<A: Adapter> Group<A> {
             }
             for two in records.windows(2) {
                 let changed = match (&two[0].pair, &two[1].pair) {
-                    // An idle value follows another only to say "refused".
+                    // An idle value follows another only to say "refused"
+                    // (rule 12) or "member in use" (rule 18).
                     (None, None) => {
-                        matches!(two[1].reason, Some(IdleReason::Refused(_)))
-                            && two[0].reason != two[1].reason
+                        matches!(
+                            two[1].reason,
+                            Some(IdleReason::Refused(_) | IdleReason::MemberInUse(_))
+                        ) && two[0].reason != two[1].reason
                     }
                     (Some(a), Some(b)) => a.token() != b.token() || pair(a) != pair(b),
                     _ => true,

@@ -48,7 +48,7 @@ pub const TARGET: &str = "lease";
 
 /// Every message this crate and its adapters emit, in the order of the tables
 /// above (the original protocol's 13 first).
-pub const MESSAGES: [&str; 19] = [
+pub const MESSAGES: [&str; 20] = [
     REGISTRATION_FAILED,
     LEASE_EXPIRED,
     DISCOVER_STARTED,
@@ -65,6 +65,7 @@ pub const MESSAGES: [&str; 19] = [
     SERVER_CLOCK_MOVED,
     REPLY_REJECTED,
     GROUP_RULES_DIFFER,
+    MEMBER_IN_USE,
     SERVER_CHECKED,
     SERVER_NOT_CHECKED,
     SERVER_REFUSED,
@@ -103,6 +104,9 @@ pub const REPLY_REJECTED: &str = "reply rejected";
 /// warn: the group's rules recorded in Redis differ from this worker's; its
 /// registrations are refused and it holds nothing (rule 12).
 pub const GROUP_RULES_DIFFER: &str = "group rules differ";
+/// warn: another process registers under this worker's member name and
+/// holds it by the group's member record; this one holds nothing (rule 18).
+pub const MEMBER_IN_USE: &str = "member in use";
 /// debug: the server's `INFO` was read at the start and it is not refused.
 pub const SERVER_CHECKED: &str = "server checked";
 /// info: the server's `INFO` could not be read at the start (an error, a
@@ -261,6 +265,10 @@ pub(crate) fn group_rules_differ(name: &str, refusal: &crate::Refusal) {
         .recorded
         .map_or_else(|| "unreadable".to_owned(), |r| r.to_string());
     tracing::warn!(target: TARGET, name, ours = %refusal.ours, recorded, "{}", GROUP_RULES_DIFFER);
+}
+
+pub(crate) fn member_in_use(name: &str, why: &crate::MemberInUse) {
+    tracing::warn!(target: TARGET, name, member = %why.member, interval = why.interval, why = %why, "{}", MEMBER_IN_USE);
 }
 
 pub(crate) fn reply_rejected(name: &str, error: &dyn Display) {

@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Instant;
 
 use crate::lease::Lease;
+use crate::member::MemberInUse;
 use crate::rules::Refusal;
 use crate::server::UnsupportedServer;
 
@@ -124,6 +125,11 @@ pub enum IdleReason {
     /// registrations are refused and write nothing until the record agrees or
     /// expires.
     Refused(Refusal),
+    /// This worker's member name (rule 18) is held by another process (a
+    /// misconfigured deploy, or a new pod started before the old one
+    /// stopped): its registrations hold nothing until the other process has
+    /// not registered for two intervals.
+    MemberInUse(MemberInUse),
     /// The server is known to break the guarantee, or to refuse every
     /// registration (checked once from `INFO` when the worker starts,
     /// [`crate::check_server`]): the worker registers nothing and its
@@ -133,7 +139,7 @@ pub enum IdleReason {
 
 impl IdleReason {
     /// A short lowercase name, for logs, metrics and histories: `started`,
-    /// `handed-over`, `expired`, `cancelled`, `server-clock`, `refused` or
+    /// `handed-over`, `expired`, `cancelled`, `server-clock`, `refused`, `member-in-use` or
     /// `unsupported-server`.
     pub fn as_str(&self) -> &'static str {
         match self {
@@ -143,6 +149,7 @@ impl IdleReason {
             IdleReason::Cancelled => "cancelled",
             IdleReason::ServerClock => "server-clock",
             IdleReason::Refused(_) => "refused",
+            IdleReason::MemberInUse(_) => "member-in-use",
             IdleReason::UnsupportedServer(_) => "unsupported-server",
         }
     }
@@ -152,6 +159,7 @@ impl fmt::Display for IdleReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             IdleReason::Refused(refusal) => write!(f, "refused: {refusal}"),
+            IdleReason::MemberInUse(why) => write!(f, "member in use: {why}"),
             IdleReason::UnsupportedServer(why) => write!(f, "unsupported server: {why}"),
             other => f.write_str(other.as_str()),
         }

@@ -46,6 +46,7 @@ mod clock;
 pub mod diag;
 mod event;
 mod lease;
+mod member;
 mod options;
 pub mod ownership;
 mod part;
@@ -58,6 +59,7 @@ mod worker;
 
 pub use event::{Assignment, Event, Idle, IdleReason};
 pub use lease::{Clock, Lease, PartLease};
+pub use member::{MAX_MEMBER_LEN, Member, MemberError, MemberInUse};
 #[cfg(feature = "negative-controls")]
 pub use options::NegativeControl;
 pub use options::{
@@ -68,6 +70,6 @@ pub use ownership::{Mapping, Pair};
 pub use part::{Part, TaskDelta};
 pub use reply::{Counted, MAX_SERVER_SECONDS, Reply, ReplyError, ServerMicros};
 pub use rules::{GroupRules, Refusal};
-pub use script::{Script, interval_key, rules_key};
+pub use script::{Script, interval_key, members_key, rules_key};
 pub use server::{ServerInfo, ServerKind, UnsupportedServer, Version, check_server};
 pub use worker::{Identity, RequestId, Transmit, Worker};

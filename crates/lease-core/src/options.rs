@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use crate::member::{Member, MemberError};
 use crate::ownership::Mapping;
 use crate::worker::Identity;
 
@@ -225,6 +226,10 @@ pub enum NegativeControl {
     /// Rule 14: grant a lease whose drain end has passed, and start a drain
     /// before the reply that starts it.
     GrantPastDrainEnd,
+    /// Rule 18: grant from a registration under a member name that another
+    /// identity holds, without waiting for that incarnation's last lease to
+    /// end.
+    GrantWhileMemberInUse,
     /// [`NegativeControl::GrantFromEarlyRegistration`] and
     /// [`NegativeControl::KeepRequestsAcrossStandDown`] at once: a forward
     /// step just under the gap that the worker detects overlaps only without
@@ -289,6 +294,9 @@ pub struct Options<C = ()> {
     pub identity: Option<Identity>,
     /// Cancelling this stands the worker down (the adapter's type).
     pub cancel: Option<C>,
+    /// The member name this worker registers under (rule 18), `None` (the
+    /// default) for an anonymous worker. Set with [`Options::with_member`].
+    pub member: Option<Member>,
     /// A deliberately broken rule (feature `negative-controls`, tests only).
     #[cfg(feature = "negative-controls")]
     pub negative_control: Option<NegativeControl>,
@@ -306,6 +314,7 @@ impl<C> Options<C> {
             counting: Counting::default(),
             identity: None,
             cancel: None,
+            member: None,
             #[cfg(feature = "negative-controls")]
             negative_control: None,
         }
@@ -371,6 +380,26 @@ impl<C> Options<C> {
         self
     }
 
+    /// Registers under the member name `name` (rule 18, Ranked counting):
+    /// a restarted process with the same name takes back its position, and
+    /// so its tasks, once the previous process's last lease has ended. Use a
+    /// name that stays with the *slot*, not the process: a StatefulSet pod
+    /// name such as `web-3` (docs/operations.md). Two live processes with
+    /// one name never both hold; the later one is refused
+    /// ([`crate::IdleReason::MemberInUse`]) until the other stops.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lease_core::Options;
+    /// let o: Options = Options::new("mail", Duration::from_secs(1)).with_member("web-3").unwrap();
+    /// assert_eq!(o.member.unwrap().as_str(), "web-3");
+    /// assert!(Options::<()>::new("mail", Duration::from_secs(1)).with_member("web 3").is_err());
+    /// ```
+    pub fn with_member(mut self, name: &str) -> Result<Self, MemberError> {
+        self.member = Some(Member::new(name)?);
+        Ok(self)
+    }
+
     /// Sets the cancellation: cancelling it stands the worker down.
     pub fn with_cancel(mut self, cancel: C) -> Self {
         self.cancel = Some(cancel);
@@ -395,6 +424,7 @@ impl<C> Options<C> {
             counting: self.counting,
             identity: self.identity,
             cancel: None,
+            member: self.member,
             #[cfg(feature = "negative-controls")]
             negative_control: self.negative_control,
         }
@@ -494,6 +524,9 @@ impl<C> Options<C> {
         validate_gap(self.gap)?;
         validate_prefix(&self.prefix)?;
         let Counting::Ranked(ranked) = &self.counting else {
+            if self.member.is_some() {
+                return Err(OptionsError::MemberNeedsRanked);
+            }
             return Ok(());
         };
         if let Some(budget) = ranked.drain_budget {
@@ -646,6 +679,13 @@ pub enum OptionsError {
         /// The longest accepted, the interval `L`.
         max: Duration,
     },
+    /// A member name (rule 18) that is not valid.
+    #[error("{0}")]
+    Member(#[from] MemberError),
+    /// A member name (rule 18) was given under `Arrival` counting, whose
+    /// `INCR` positions cannot be carried by name.
+    #[error("member names need Ranked counting; Arrival positions are arrival order")]
+    MemberNeedsRanked,
     /// A handover name that is neither `task-sets` nor `whole-pairs`.
     #[error("unknown handover {0:?}; use \"task-sets\" or \"whole-pairs\"")]
     UnknownHandover(String),

@@ -31,6 +31,11 @@ pub enum Reply {
     },
     /// The worker was counted in `interval`.
     Counted(Counted),
+    /// Ranked, under a member name (rule 18): counted under the name in
+    /// `interval`, but the name is held by another identity (another
+    /// process) whose last lease may still be valid, so this reply grants
+    /// nothing. What it implies is still the name's position.
+    MemberInUse(Counted),
     /// The group's recorded rules differ from the caller's (rule 12):
     /// nothing was written.
     Refused {
@@ -48,7 +53,7 @@ impl Reply {
     pub fn interval(&self) -> u64 {
         match self {
             Reply::WrongInterval { interval, .. } | Reply::Refused { interval, .. } => *interval,
-            Reply::Counted(c) => c.interval,
+            Reply::Counted(c) | Reply::MemberInUse(c) => c.interval,
         }
     }
 
@@ -58,7 +63,7 @@ impl Reply {
             Reply::WrongInterval { server_time, .. } | Reply::Refused { server_time, .. } => {
                 *server_time
             }
-            Reply::Counted(c) => c.server_time,
+            Reply::Counted(c) | Reply::MemberInUse(c) => c.server_time,
         }
     }
 }
@@ -90,9 +95,9 @@ pub enum ReplyError {
         /// Elements expected (4, 6 or 8; 0 when the status itself is missing).
         expected: usize,
     },
-    /// The first element is neither 0 (wrong interval), 1 (counted) nor 2
-    /// (refused).
-    #[error("reply status {0} is neither 0, 1 nor 2")]
+    /// The first element is neither 0 (wrong interval), 1 (counted), 2
+    /// (refused) nor, under Ranked counting, 3 (counted, member in use).
+    #[error("reply status {0} is neither 0, 1, 2 nor 3")]
     Status(i64),
     /// A field is negative or too large.
     #[error("reply field {field} = {value} is out of range")]
@@ -165,6 +170,7 @@ impl Reply {
             0 => 4,
             1 => 6,
             2 => 8,
+            3 if mode == Mode::Ranked => 6,
             other => return Err(ReplyError::Status(other)),
         };
         if values.len() != expected {
@@ -242,12 +248,17 @@ impl Reply {
                 (rank, Some(size))
             }
         };
-        Ok(Reply::Counted(Counted {
+        let counted = Counted {
             interval,
             server_time,
             position,
             count,
-        }))
+        };
+        Ok(if status == 3 {
+            Reply::MemberInUse(counted)
+        } else {
+            Reply::Counted(counted)
+        })
     }
 }
 
@@ -378,7 +389,24 @@ mod tests {
             p(&[0, 10, 3, 1500, 2, 5]),
             Err(Arity { got: 6, .. })
         ));
-        assert!(matches!(p(&[3, 10, 3, 1500]), Err(Status(3))));
+        assert!(matches!(p(&[3, 10, 3, 1500]), Err(Arity { got: 4, .. })));
+        assert!(matches!(p(&[4, 10, 3, 1500]), Err(Status(4))));
+        assert!(matches!(
+            Reply::parse(Mode::Arrival, 300, &[3, 10, 3, 1500, 2, 5]),
+            Err(Status(3))
+        ));
+        assert!(matches!(
+            p(&[3, 10, 3, 1500, 5, 5]),
+            Err(PositionNotBelowCount { .. })
+        ));
+        assert!(matches!(
+            p(&[3, 10, 3, 1500, 2, 5]),
+            Ok(Reply::MemberInUse(Counted {
+                position: Some(2),
+                count: Some(5),
+                ..
+            }))
+        ));
         assert!(matches!(
             p(&[1, -10, 3, 1500, 2, 5]),
             Err(OutOfRange { .. })

@@ -103,6 +103,20 @@ pub(crate) fn write_rules_key(out: &mut String, prefix: &str, name: &str) {
     let _ = write!(out, "{prefix}{{{name}}}:rules");
 }
 
+/// Writes the key of a group's member record: `P{N}:members` (rule 18), a
+/// hash from member name to its holder's identity and last interval.
+pub(crate) fn write_members_key(out: &mut String, prefix: &str, name: &str) {
+    out.clear();
+    let _ = write!(out, "{prefix}{{{name}}}:members");
+}
+
+/// The key of group `name`'s member record under `prefix` (rule 18).
+pub fn members_key(prefix: &str, name: &str) -> String {
+    let mut s = String::new();
+    write_members_key(&mut s, prefix, name);
+    s
+}
+
 /// The key of group `name`'s rules record under `prefix` (for tools such as
 /// `lease inspect`).
 pub fn rules_key(prefix: &str, name: &str) -> String {
@@ -151,7 +165,7 @@ mod tests {
         );
         assert_eq!(
             Script::for_mode(Mode::Ranked).sha1(),
-            "67f815734c2d7bf7f14b7a1d8ff5df98b6c3a2db"
+            "b5dcad0df21f8ddc8c9ca145d8b740289516a909"
         );
     }
 
@@ -165,7 +179,7 @@ mod tests {
             let src = s.source();
             assert!(src.contains("KEYS[3]"), "the rules record is declared");
             for line in src.lines().filter(|l| l.contains("redis.call")) {
-                let keys_ok = ["KEYS[1]", "KEYS[2]", "KEYS[3]"]
+                let keys_ok = ["KEYS[1]", "KEYS[2]", "KEYS[3]", "KEYS[4]"]
                     .iter()
                     .any(|k| line.contains(k));
                 assert!(

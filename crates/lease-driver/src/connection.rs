@@ -36,16 +36,16 @@ pub struct Command<'a> {
     /// The script's SHA-1 (`EVALSHA`) or its source (`EVAL`).
     pub script: &'static str,
     /// `KEYS`.
-    pub keys: [&'a str; 3],
+    pub keys: [&'a str; 4],
     /// `ARGV`.
     pub args: &'a [String],
 }
 
 impl<'a> Command<'a> {
     /// Every argument after the verb, for clients that build commands from
-    /// strings: the script, `3`, the keys, the arguments.
+    /// strings: the script, `4`, the keys, the arguments.
     pub fn arguments(&self) -> impl Iterator<Item = &'a str> + use<'a> {
-        [self.script, "3"]
+        [self.script, "4"]
             .into_iter()
             .chain(self.keys)
             .chain(self.args.iter().map(String::as_str))

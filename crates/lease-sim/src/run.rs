@@ -70,6 +70,11 @@ pub struct RunConfig {
     pub spread: Option<f64>,
     /// Graceful leave on cancellation (rule 16; the default, Ranked only).
     pub graceful_leave: bool,
+    /// Member names (rule 18, Ranked only): every worker registers under a
+    /// name of its own (`m0`, `m1`, ...), and churn adds member restarts: a
+    /// named worker crashes or is cancelled and a new process with the same
+    /// name starts at once, a little later, or before the old one is gone.
+    pub members: bool,
     /// Applied to every worker's options after the fields above (a test-only
     /// negative control, say); identity by default. A plain function, so it
     /// cannot carry values: options with a value have fields of their own.
@@ -94,6 +99,7 @@ impl RunConfig {
             drain_budget: None,
             spread: None,
             graceful_leave: true,
+            members: false,
             customize: std::convert::identity,
         }
     }
@@ -130,7 +136,7 @@ pub fn random_run(cfg: &RunConfig) -> Result<RunReport, OptionsError> {
         }
     }
     let options = (cfg.customize)(options);
-    let mut sim_cfg = SimConfig::new(cfg.seed, options);
+    let mut sim_cfg = SimConfig::new(cfg.seed, options.clone());
     sim_cfg.network = cfg.network.clone();
     let mut sim = Sim::new(sim_cfg)?;
     // The scenario has its own generator, so adding a fault kind does not
@@ -141,16 +147,22 @@ pub fn random_run(cfg: &RunConfig) -> Result<RunReport, OptionsError> {
     let at = |m: u32, f: f64| l * m + l.mul_f64(f);
 
     let mut alive: Vec<WorkerId> = Vec::new();
+    let mut members = Members::new(cfg.members && cfg.mode == Mode::Ranked, options);
     for _ in 0..cfg.workers.max(1) {
         let t = l.mul_f64(rng.random::<f64>());
-        alive.push(sim.schedule_join(t));
+        alive.push(members.join(&mut sim, t, None)?);
     }
     let max = cfg.workers.max(1) * 2;
     let mut last_step: Option<u32> = None;
     for m in 2..cfg.intervals {
         if cfg.churn {
             if alive.len() < max && rng.random_bool(0.06) {
-                alive.push(sim.schedule_join(at(m, rng.random())));
+                alive.push(members.join(&mut sim, at(m, rng.random()), None)?);
+            }
+            if members.on && rng.random_bool(0.04) {
+                let x = rng.random_range(0..alive.len());
+                let when = at(m, rng.random());
+                alive[x] = members.restart(&mut sim, &mut rng, alive[x], when)?;
             }
             if alive.len() > 1 && rng.random_bool(0.04) {
                 let w = alive.swap_remove(rng.random_range(0..alive.len()));
@@ -208,6 +220,79 @@ pub fn random_run(cfg: &RunConfig) -> Result<RunReport, OptionsError> {
     }
     sim.run_until(l * cfg.intervals);
     Ok(report(sim))
+}
+
+/// The member names of a run ([`RunConfig::members`]).
+struct Members {
+    on: bool,
+    options: Options,
+    /// Each worker's member name, by worker id.
+    names: std::collections::BTreeMap<WorkerId, String>,
+    next: usize,
+}
+
+impl Members {
+    fn new(on: bool, options: Options) -> Self {
+        Self {
+            on,
+            options,
+            names: Default::default(),
+            next: 0,
+        }
+    }
+
+    /// Schedules a worker's start at `at`: under member names, with `name`
+    /// or a new one.
+    fn join(
+        &mut self,
+        sim: &mut Sim,
+        at: Duration,
+        name: Option<String>,
+    ) -> Result<WorkerId, OptionsError> {
+        if !self.on {
+            return Ok(sim.schedule_join(at));
+        }
+        let name = name.unwrap_or_else(|| {
+            self.next += 1;
+            format!("m{}", self.next - 1)
+        });
+        let options = self
+            .options
+            .clone()
+            .with_member(&name)
+            .map_err(OptionsError::Member)?;
+        let w = sim.schedule_join_with(at, options)?;
+        self.names.insert(w, name);
+        Ok(w)
+    }
+
+    /// A member restart at `at`: `old` crashes or is cancelled, and a new
+    /// process with its name starts at once, a little later, or up to an
+    /// interval before the old one is gone (two live processes with one
+    /// name). Returns the new worker.
+    fn restart(
+        &mut self,
+        sim: &mut Sim,
+        rng: &mut ChaCha8Rng,
+        old: WorkerId,
+        at: Duration,
+    ) -> Result<WorkerId, OptionsError> {
+        let l = self.options.interval;
+        let end = if rng.random_bool(0.5) {
+            Action::Crash(old)
+        } else {
+            Action::Cancel(old)
+        };
+        let shift = [-1.0, -0.3, 0.0, 0.0, 0.1, 0.6, 1.5][rng.random_range(0..7)];
+        let start = if shift < 0.0 {
+            at.saturating_sub(l.mul_f64(-shift))
+        } else {
+            at + l.mul_f64(shift)
+        };
+        sim.schedule(at, end);
+        let name = self.names.get(&old).cloned();
+        self.join(sim, start, name)
+    }
 }
 
 fn report(mut sim: Sim) -> RunReport {

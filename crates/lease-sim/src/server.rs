@@ -286,14 +286,21 @@ impl Server {
         }
     }
 
-    /// `numkeys k1 k2 k3 args..` of one of lease's scripts: a registration
-    /// script or the leave script (rule 16).
+    /// `numkeys k1 k2 k3 [k4] args..` of one of lease's scripts: a
+    /// registration script or the leave script (rule 16). The fourth key,
+    /// the member record (rule 18), is what the workers send; three are
+    /// accepted for callers that never register under a member name.
     fn run(&mut self, script: &Script, rest: &[Vec<u8>]) -> Reply {
         let Some(numkeys) = rest.first() else {
             return arity("eval");
         };
-        if numkeys.as_slice() != b"3" || rest.len() < 4 {
-            return err("ERR", "lease's scripts take exactly 3 keys".into());
+        let n = match numkeys.as_slice() {
+            b"3" => 3,
+            b"4" => 4,
+            _ => return err("ERR", "lease's scripts take 3 or 4 keys".into()),
+        };
+        if rest.len() < n + 1 {
+            return err("ERR", "lease's scripts take 3 or 4 keys".into());
         }
         let mut text = Vec::with_capacity(rest.len() - 1);
         for arg in &rest[1..] {
@@ -302,13 +309,17 @@ impl Server {
                 Err(_) => return err("ERR", "an argument is not UTF-8".into()),
             }
         }
+        let members = if n == 4 { text[3].as_str() } else { "" };
         let keys = [text[0].as_str(), text[1].as_str(), text[2].as_str()];
+        let args = &text[n..];
         let now_us = self.now_us();
         self.stats.executed += 1;
         let executed = if script.is_leave() {
-            self.store.execute_leave(now_us, keys, &text[3..])
+            self.store.execute_leave(now_us, keys, args)
         } else {
-            self.store.execute(script.mode(), now_us, keys, &text[3..])
+            let keys = [keys[0], keys[1], keys[2], members];
+            self.store
+                .execute_with_members(script.mode(), now_us, keys, args)
         };
         match executed {
             Ok(values) => Reply::Integers(values),

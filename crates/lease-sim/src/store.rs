@@ -7,7 +7,9 @@
 //! The store executes a [`lease_core::Transmit`]'s keys and arguments exactly
 //! as the Lua script would, and answers with the same integers.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+
+mod members;
 
 use lease_core::Mode;
 
@@ -21,6 +23,8 @@ enum Value {
     Set(Vec<(f64, String)>),
     /// A string: the group's rules record.
     Text(String),
+    /// A hash: the group's member record (rule 18).
+    Hash(BTreeMap<String, String>),
 }
 
 #[derive(Clone, Debug)]
@@ -76,6 +80,9 @@ pub struct SimStore {
     sabotage_duplicate_keepers: bool,
     /// The rules record is not checked (the negative control of rule 12).
     sabotage_rules: bool,
+    /// Test only: a new identity takes over a member name at once (the
+    /// negative control of rule 18).
+    sabotage_members: bool,
 }
 
 impl SimStore {
@@ -231,6 +238,18 @@ impl SimStore {
         keys: [&str; 3],
         args: &[String],
     ) -> Result<Vec<i64>, StoreError> {
+        self.execute_with_members(mode, now_us, [keys[0], keys[1], keys[2], ""], args)
+    }
+
+    /// [`SimStore::execute`] with the fourth key, the group's member record
+    /// (rule 18), as every [`lease_core::Transmit`] carries it.
+    pub fn execute_with_members(
+        &mut self,
+        mode: Mode,
+        now_us: i64,
+        keys: [&str; 4],
+        args: &[String],
+    ) -> Result<Vec<i64>, StoreError> {
         self.executed += 1;
         let interval_ms = int_arg(args, 0, "interval")?;
         if interval_ms <= 0 {
@@ -264,11 +283,11 @@ impl SimStore {
         self.write_rules_record(keys[2], rules, now_us, ttl_ms)?;
         self.expire(keys[0], now_us);
         self.expire(keys[1], now_us);
-        let counted = match mode {
-            Mode::Arrival => self.count_arrival(keys, now_us, ttl_ms)?,
-            Mode::Ranked => self.count_ranked(keys, args, now_us, ttl_ms)?,
+        let (status, counted) = match mode {
+            Mode::Arrival => (1, self.count_arrival(keys, now_us, ttl_ms)?),
+            Mode::Ranked => self.count_ranked(keys, args, k, now_us, ttl_ms)?,
         };
-        let mut reply = vec![1, k, sec, usec];
+        let mut reply = vec![status, k, sec, usec];
         reply.extend(counted);
         Ok(reply)
     }
@@ -303,7 +322,7 @@ impl SimStore {
     /// count of `k-1` (-1 when it is gone).
     fn count_arrival(
         &mut self,
-        keys: [&str; 3],
+        keys: [&str; 4],
         now_us: i64,
         ttl_ms: i64,
     ) -> Result<[i64; 2], StoreError> {
@@ -325,17 +344,29 @@ impl SimStore {
         Ok([x - 1, prev])
     }
 
-    /// Ranked's count: the token's position in `k-1` (hole-filled), its
-    /// score in `k` by the server-side carry (rule 15), ZADD NX; replies the
-    /// position (-1 when absent) and the size of `k-1`.
+    /// Ranked's count: the reply's status (3 when another incarnation
+    /// holds the member name, rule 18), the member's position in `k-1`
+    /// (hole-filled), its score in `k` by the server-side carry (rule 15),
+    /// ZADD NX; replies the position (-1 when absent) and the size of `k-1`.
     fn count_ranked(
         &mut self,
-        keys: [&str; 3],
+        keys: [&str; 4],
         args: &[String],
+        k: i64,
         now_us: i64,
         ttl_ms: i64,
-    ) -> Result<[i64; 2], StoreError> {
+    ) -> Result<(i64, [i64; 2]), StoreError> {
         let token = args.get(4).ok_or(StoreError::BadArguments("token"))?;
+        // Rule 18: under a member name the set member is the name, and the
+        // member record decides whether the token holds it.
+        let (status, member) = match args.get(6) {
+            Some(name) => (
+                self.member_status(keys[3], name, token, k, now_us, ttl_ms)?,
+                format!("m:{name}"),
+            ),
+            None => (1, token.clone()),
+        };
+        let token = &member;
         // `tonumber(ARGV[6])`: what does not read as a number
         // counts as a newcomer's -1, as in the script.
         let sent = args.get(5).and_then(|a| lua_number(a)).unwrap_or(-1.0);
@@ -369,7 +400,7 @@ impl SimStore {
             set.insert(at, (score, token.clone()));
         }
         self.pexpire(keys[0], now_us, ttl_ms);
-        Ok([rank.map_or(-1, |r| r as i64), size as i64])
+        Ok((status, [rank.map_or(-1, |r| r as i64), size as i64]))
     }
 
     /// `PEXPIRE key ttl_ms`: a TTL of zero or less deletes the key, as
@@ -409,7 +440,7 @@ impl SimStore {
                     set.retain(|_| !lose());
                     lost += (before - set.len()) as u64;
                 }
-                Value::Text(_) => {}
+                Value::Text(_) | Value::Hash(_) => {}
             }
         }
         lost
@@ -422,6 +453,7 @@ impl SimStore {
             Value::Counter(c) => Peek::Counter(*c),
             Value::Set(s) => Peek::Members(s.iter().map(|(_, m)| m.clone()).collect()),
             Value::Text(t) => Peek::Text(t.clone()),
+            Value::Hash(h) => Peek::Fields(h.clone().into_iter().collect()),
         })
     }
 
@@ -648,6 +680,8 @@ pub enum Peek {
     Members(Vec<String>),
     /// A string (the group's rules record).
     Text(String),
+    /// A hash's fields and values, by field (the group's member record).
+    Fields(Vec<(String, String)>),
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! on a real `redis-server` and through [`SimStore`] at the same server
 //! time, with identical replies and identical key contents required after
 //! every operation. The simulator proves what the scripts do only while the
-//! two agree (rules 2, 3, 12, 15 and 16 of docs/protocol.md).
+//! two agree (rules 2, 3, 12, 15, 16 and 18 of docs/protocol.md).
 //!
 //! # Time
 //!
@@ -108,6 +108,8 @@ for i, key in ipairs(names) do
     body = table.concat(redis.call('ZRANGE', key, 0, -1, 'WITHSCORES'), ' ')
   elseif t == 'string' then
     body = redis.call('GET', key)
+  elseif t == 'hash' then
+    body = table.concat(redis.call('HGETALL', key), ' ')
   end
   out[i] = {key, t, body, redis.call('PEXPIRETIME', key)}
 end
@@ -123,6 +125,8 @@ enum Content {
     Str(String),
     /// A sorted set: `(member, score)` in Redis order.
     Set(Vec<(String, f64)>),
+    /// A hash (the member record, rule 18): `(field, value)` by field.
+    Hash(Vec<(String, String)>),
 }
 
 #[derive(Clone, Debug)]
@@ -149,6 +153,15 @@ enum Op {
         token: String,
         sent: String,
     },
+    /// A Ranked registration under member name `member` (rule 18) by
+    /// `token`, naming keys `v`, `v-1` and the member record.
+    Named {
+        v: i64,
+        expected: i64,
+        token: String,
+        sent: String,
+        member: String,
+    },
     /// The leave script naming keys `first`, `first+1` and interval `c`.
     Leave {
         first: i64,
@@ -160,11 +173,17 @@ enum Op {
 }
 
 impl Op {
-    fn keys(&self) -> [String; 3] {
+    fn keys(&self) -> Vec<String> {
         let key = |k: i64| format!("{{g}}:{k}");
         match self {
-            Op::Register { v, .. } => [key(*v), key(v - 1), "{g}:rules".into()],
-            Op::Leave { first, .. } => [key(*first), key(first + 1), "{g}:rules".into()],
+            Op::Register { v, .. } => vec![key(*v), key(v - 1), "{g}:rules".into()],
+            Op::Named { v, .. } => vec![
+                key(*v),
+                key(v - 1),
+                "{g}:rules".into(),
+                "{g}:members".into(),
+            ],
+            Op::Leave { first, .. } => vec![key(*first), key(first + 1), "{g}:rules".into()],
         }
     }
 
@@ -191,6 +210,21 @@ impl Op {
                 }
                 args
             }
+            Op::Named {
+                expected,
+                token,
+                sent,
+                member,
+                ..
+            } => vec![
+                L_MS.to_string(),
+                TTL_MS.to_string(),
+                expected.to_string(),
+                RANKED.to_owned(),
+                token.clone(),
+                sent.clone(),
+                member.clone(),
+            ],
             Op::Leave {
                 c, rules, token, ..
             } => {
@@ -202,6 +236,7 @@ impl Op {
     fn script(&self) -> &'static Script {
         match self {
             Op::Register { mode, .. } => Script::for_mode(*mode),
+            Op::Named { .. } => Script::for_mode(Mode::Ranked),
             Op::Leave { .. } => Script::leave(),
         }
     }
@@ -232,6 +267,11 @@ struct Tally {
     left_absent: u64,
     /// Leaves that removed the last member, deleting the set.
     left_emptied: u64,
+    /// Named registrations (rule 18) that held the name, that took it over
+    /// from another token, and that found it held by another (status 3).
+    named_held: u64,
+    named_takeovers: u64,
+    named_in_use: u64,
     /// Backward steps that reopened an interval ([`reopen`]).
     reopened: u64,
     /// Error replies (WRONGTYPE: a script of one mode on the other's keys).
@@ -303,6 +343,15 @@ fn parse_dump(v: Value) -> (Vec<KeyState>, i64) {
             let content = match kind.as_str() {
                 "none" => Content::Missing,
                 "string" => Content::Str(body),
+                "hash" => {
+                    let words: Vec<&str> = body.split(' ').collect();
+                    let mut fields: Vec<(String, String)> = words
+                        .chunks(2)
+                        .map(|p| (p[0].to_owned(), p[1].to_owned()))
+                        .collect();
+                    fields.sort();
+                    Content::Hash(fields)
+                }
                 "zset" => {
                     let words: Vec<&str> = body.split(' ').collect();
                     Content::Set(
@@ -366,6 +415,7 @@ impl Harness {
             None => Content::Missing,
             Some(Peek::Counter(c)) => Content::Str(c.to_string()),
             Some(Peek::Text(t)) => Content::Str(t),
+            Some(Peek::Fields(f)) => Content::Hash(f),
             Some(Peek::Members(_)) => Content::Set(
                 self.store
                     .scores(name)
@@ -457,15 +507,16 @@ impl Harness {
         else {
             return None;
         };
-        let [open, closed, _] = op.keys();
+        let keys = op.keys();
+        let (open, closed) = (&keys[0], &keys[1]);
         if self
             .store
-            .scores(&open)
+            .scores(open)
             .is_some_and(|s| s.iter().any(|(_, m)| m == token))
         {
             return Some(Shape::Repeat);
         }
-        let set = self.store.scores(&closed).unwrap_or_default();
+        let set = self.store.scores(closed).unwrap_or_default();
         let size = set.len() as f64;
         let at = set.iter().position(|(_, m)| m == token);
         Some(match at.map(|i| &set[i]) {
@@ -495,12 +546,12 @@ impl Harness {
             let keys = op.keys();
             pipe.cmd("EVALSHA")
                 .arg(op.script().sha1())
-                .arg(3)
+                .arg(keys.len())
                 .arg(&keys[..])
                 .arg(&op.args()[..]);
             pipe.cmd("EVALSHA")
                 .arg(&self.inspect_sha)
-                .arg(3)
+                .arg(keys.len())
                 .arg(&keys[..]);
         }
         let mut got = pipe
@@ -530,11 +581,17 @@ impl Harness {
             }
             let shape = self.classify(op);
             let sent_score = self.sends_its_score(op);
+            let takeover = self.takes_over(op);
             let keys = op.keys();
             let args = op.args();
             let k = [keys[0].as_str(), keys[1].as_str(), keys[2].as_str()];
             let sim = match op {
                 Op::Register { mode, .. } => self.store.execute(*mode, self.now_us, k, &args),
+                Op::Named { .. } => {
+                    let k4 = [k[0], k[1], k[2], keys[3].as_str()];
+                    self.store
+                        .execute_with_members(Mode::Ranked, self.now_us, k4, &args)
+                }
                 Op::Leave { .. } => self.store.execute_leave(self.now_us, k, &args),
             };
             let sim = sim.map_err(|e| match e {
@@ -545,9 +602,31 @@ impl Harness {
             let (states, dbsize) = parse_dump(dump);
             self.compare_keys(&states, dbsize, &format!("after {op:?}"));
             self.count(op, shape, sent_score, &real, &states);
+            if let (Op::Named { .. }, Ok(r)) = (op, &real) {
+                match r[0] {
+                    1 if takeover => self.tally.named_takeovers += 1,
+                    1 => self.tally.named_held += 1,
+                    3 => self.tally.named_in_use += 1,
+                    _ => {}
+                }
+            }
             replies.push(real);
         }
         replies
+    }
+
+    /// Whether a named registration finds the member record naming another
+    /// token (it then takes the name over, or finds it in use).
+    fn takes_over(&self, op: &Op) -> bool {
+        let Op::Named { token, member, .. } = op else {
+            return false;
+        };
+        match self.store.peek("{g}:members") {
+            Some(Peek::Fields(f)) => f
+                .iter()
+                .any(|(name, record)| name == member && !record.starts_with(token.as_str())),
+            _ => false,
+        }
     }
 
     /// Whether a ranked registration sends, as its last position, the
@@ -589,6 +668,7 @@ impl Harness {
         match (r[0], op) {
             (0, _) => t.wrong_interval += 1,
             (2, _) => t.refused += 1,
+            (1 | 3, Op::Named { .. }) => {}
             (1, Op::Leave { c, .. }) => {
                 if r[4] == 0 {
                     t.left_absent += 1;
@@ -926,6 +1006,165 @@ fn reopen(h: &mut Harness, members: &mut [Member], v: i64) {
     }
 }
 
+/// A member name's processes in [`named_sequence`]: the current one and,
+/// for a few rounds after a restart, the one before it.
+struct Name {
+    member: String,
+    current: Member,
+    old: Option<Member>,
+}
+
+/// Member-record values the scripts never write, and records that name
+/// another token with its last interval at, one or two before, or well
+/// before the server's interval (`{k}` and `{t}` are replaced).
+const SEEDED_RECORDS: [&str; 10] = [
+    "{t}:{k}",
+    "{t}:{k-1}",
+    "{t}:{k-2}",
+    "{t}:{k-7}",
+    "{t}:{k+3}",
+    "junk",
+    "ABCDEF0123:{k}",
+    "{t}:",
+    ":{k}",
+    "{t}:{k}:9",
+];
+
+/// Ranked registrations under member names (rule 18), mixed with
+/// anonymous ones in one group: restarts (a new token under a name, the
+/// old one sometimes still registering), names absent for rounds, and
+/// member records seeded as other intervals would have left them (the
+/// server's interval is 600 s long, so only seeded records are older).
+fn named_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed << 8 | n as u64 | 0x40);
+    let mut names: Vec<Name> = (0..n)
+        .map(|i| Name {
+            member: format!("web-{i}"),
+            current: Member {
+                token: token(&mut rng),
+                last: -1,
+            },
+            old: None,
+        })
+        .collect();
+    let mut anonymous: Vec<Member> = (0..n.div_ceil(2))
+        .map(|_| Member {
+            token: token(&mut rng),
+            last: -1,
+        })
+        .collect();
+    let mut v = 9000;
+    let before = h.tally.ops;
+    for round in 0..rounds {
+        h.context = format!("named seed {seed} n {n} round {round} v {v}");
+        let k = h.k(L_MS);
+        for name in &mut names {
+            if rng.random_bool(0.2) {
+                let fresh = Member {
+                    token: token(&mut rng),
+                    last: name.current.last,
+                };
+                name.old = Some(std::mem::replace(&mut name.current, fresh));
+            } else if rng.random_bool(0.3) {
+                name.old = None;
+            }
+            if rng.random_bool(0.15) {
+                let other = token(&mut rng);
+                let record = SEEDED_RECORDS[rng.random_range(0..SEEDED_RECORDS.len())]
+                    .replace("{t}", &other)
+                    .replace("{k-1}", &(k - 1).to_string())
+                    .replace("{k-2}", &(k - 2).to_string())
+                    .replace("{k-7}", &(k - 7).to_string())
+                    .replace("{k+3}", &(k + 3).to_string())
+                    .replace("{k}", &k.to_string());
+                let _: () = redis::pipe()
+                    .cmd("HSET")
+                    .arg("{g}:members")
+                    .arg(&name.member)
+                    .arg(&record)
+                    .ignore()
+                    .cmd("PEXPIRE")
+                    .arg("{g}:members")
+                    .arg(TTL_MS)
+                    .ignore()
+                    .query(&mut h.conn)
+                    .expect("HSET");
+                h.store
+                    .set_member_record("{g}:members", &name.member, &record, h.now_us, TTL_MS);
+            }
+        }
+        let presence = [1.0, 0.9, 0.6][rng.random_range(0..3)];
+        // (name index or anonymous index, old process, anonymous)
+        let mut events: Vec<(usize, bool, bool)> = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            if rng.random_bool(presence) {
+                events.push((i, false, false));
+            }
+            if name.old.is_some() && rng.random_bool(0.5) {
+                events.push((i, true, false));
+            }
+        }
+        for i in 0..anonymous.len() {
+            if rng.random_bool(presence) {
+                events.push((i, false, true));
+            }
+        }
+        events.shuffle(&mut rng);
+        let ops: Vec<Op> = events
+            .iter()
+            .map(|&(i, old, anon)| {
+                if anon {
+                    return Op::Register {
+                        mode: Mode::Ranked,
+                        v,
+                        interval_ms: L_MS,
+                        ttl: TTL_MS.to_string(),
+                        expected: k.to_string(),
+                        rules: RANKED.to_owned(),
+                        token: anonymous[i].token.clone(),
+                        sent: anonymous[i].last.to_string(),
+                    };
+                }
+                let name = &names[i];
+                let m = if old {
+                    name.old.as_ref().expect("an old process")
+                } else {
+                    &name.current
+                };
+                Op::Named {
+                    v,
+                    expected: k,
+                    token: m.token.clone(),
+                    sent: m.last.to_string(),
+                    member: name.member.clone(),
+                }
+            })
+            .collect();
+        for (&(i, old, anon), reply) in events.iter().zip(h.play(&ops)) {
+            let Ok(r) = reply else { continue };
+            if (r[0] == 1 || r[0] == 3) && r[4] >= 0 {
+                let m = match (anon, old) {
+                    (true, _) => &mut anonymous[i],
+                    (false, true) => names[i].old.as_mut().expect("an old process"),
+                    (false, false) => &mut names[i].current,
+                };
+                m.last = r[4];
+            }
+        }
+        h.compare_all("after the round");
+        v += if rng.random_bool(0.15) {
+            rng.random_range(2..=3)
+        } else {
+            1
+        };
+        if rng.random_bool(0.04) {
+            h.flush();
+        }
+    }
+    h.flush();
+    *h.tally.sizes.entry(("named", n)).or_default() += h.tally.ops - before;
+}
+
 /// An arrival group of about `n` registrations an interval, with empty
 /// intervals, wrong-interval requests, other rules, and the ranked and leave
 /// scripts on its counters (WRONGTYPE), and restarts.
@@ -1008,6 +1247,11 @@ fn the_store_and_the_scripts_agree_on_every_reply_and_key() {
             arrival_sequence(&mut h, seed, n, 20);
         }
     }
+    for seed in [1, 2, 3] {
+        for n in [1, 3, 8] {
+            named_sequence(&mut h, seed, n, 25);
+        }
+    }
     let info: String = redis::cmd("INFO")
         .arg("server")
         .query(&mut h.conn)
@@ -1069,6 +1313,15 @@ fn the_store_and_the_scripts_agree_on_every_reply_and_key() {
         ("error replies", t.errors),
         ("restarts", t.flushes),
         ("reopened intervals", t.reopened),
+        ("named registrations that held their name", t.named_held),
+        (
+            "named registrations that took a name over",
+            t.named_takeovers,
+        ),
+        (
+            "named registrations that found their name in use",
+            t.named_in_use,
+        ),
     ] {
         assert!(count >= 5, "only {count} {what}: {t:?}");
     }

@@ -253,6 +253,12 @@ struct Scenario {
     /// Every member carrying a position keeps it, duplicates included
     /// (`SimStore::sabotage_duplicate_keepers`).
     sabotage_duplicates: bool,
+    /// Rule 18: worker `w` registers under member name `m{members[w]}`
+    /// (empty: every worker anonymous), so two workers can be incarnations
+    /// of one member.
+    members: Vec<usize>,
+    /// `NegativeControl::GrantWhileMemberInUse` on every worker.
+    sabotage_members: bool,
 }
 
 impl Scenario {
@@ -266,9 +272,12 @@ impl Scenario {
 
     fn options(&self) -> Options {
         let mut o = driver::options(self.mode, self.gap, self.incremental);
-        o.negative_control = self
-            .sabotage_early
-            .then_some(NegativeControl::GrantFromEarlyRegistration);
+        o.negative_control = if self.sabotage_members {
+            Some(NegativeControl::GrantWhileMemberInUse)
+        } else {
+            self.sabotage_early
+                .then_some(NegativeControl::GrantFromEarlyRegistration)
+        };
         if self.leaves.iter().any(Option::is_some) {
             o = o.with_graceful_leave(true);
         }
@@ -357,6 +366,12 @@ impl fmt::Display for Scenario {
         }
         if self.sabotage_duplicates {
             f.write_str(" DUPLICATES-KEEP")?;
+        }
+        if !self.members.is_empty() {
+            write!(f, " members={:?}", self.members)?;
+        }
+        if self.sabotage_members {
+            f.write_str(" GRANT-WHILE-MEMBER-IN-USE")?;
         }
         write!(f, " horizon={}L", self.horizon as f64 / L as f64)
     }
@@ -570,7 +585,14 @@ fn replay(sc: &Scenario, prefix: &[usize], base: Instant) -> Leaf {
         .sabotage_duplicate_keepers(sc.sabotage_duplicates);
     let options = sc.options();
     for (w, &at) in sc.joins.iter().enumerate() {
-        d.join(at, options.clone(), token_at(sc.spread(w), w));
+        let options = match sc.members.get(w) {
+            Some(m) => options
+                .clone()
+                .with_member(&format!("m{m}"))
+                .expect("a valid member name"),
+            None => options.clone(),
+        };
+        d.join(at, options, token_at(sc.spread(w), w));
     }
     if let Some((w, at)) = sc.crash {
         d.schedule(at, Action::Crash(w));
@@ -735,6 +757,8 @@ fn base(
         sabotage_early: false,
         track_broken: false,
         sabotage_duplicates: false,
+        members: Vec::new(),
+        sabotage_members: false,
     }
 }
 
@@ -1022,6 +1046,43 @@ fn a_graceful_leave_racing_a_registration_never_overlaps_in_any_interleaving() {
             assert_eq!(wide.expected_leaves(), 27_648);
             assert_exclusive(&wide);
         }
+    }
+}
+
+/// Rule 18: two settled members `m0`, `m1` and a second incarnation of `m1`
+/// joining at `2.6 L`, while the first one is crashed at `2.5 L` (a
+/// restart), at `3.5 L` (the new process first) or never (two live
+/// processes with one name): every fate of every live worker's link in the
+/// window, and no two workers hold one task.
+fn member_restart(crash: Option<u64>, incremental: bool) -> Scenario {
+    let mut sc = settled(Mode::Ranked, 0.15, 2, 2..4, &CORE_FATES);
+    sc.incremental = incremental;
+    sc.joins.push(26 * L / 10);
+    sc.members = vec![0, 1, 1];
+    sc.crash = crash.map(|at| (1, at));
+    sc.horizon = 8 * L;
+    sc
+}
+
+#[test]
+fn a_member_restart_never_overlaps_the_old_incarnation_in_any_interleaving() {
+    for incremental in [false, true] {
+        for crash in [Some(5 * L / 2), Some(7 * L / 2), None] {
+            assert_exclusive(&member_restart(crash, incremental));
+        }
+    }
+}
+
+/// The negative control: granting from registrations under a name another
+/// incarnation holds (`NegativeControl::GrantWhileMemberInUse`) is found by
+/// the search in the same trees.
+#[test]
+fn granting_while_another_incarnation_holds_the_name_is_caught_by_the_search() {
+    for crash in [Some(7 * L / 2), None] {
+        let mut sc = member_restart(crash, true);
+        sc.sabotage_members = true;
+        let found = search(&sc);
+        assert!(found.first.is_some(), "{sc}: the search found no overlap");
     }
 }
 

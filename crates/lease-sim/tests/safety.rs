@@ -90,10 +90,10 @@ fn network(gap: f64) -> impl Strategy<Value = Network> {
 fn config() -> impl Strategy<Value = RunConfig> {
     (
         (any::<u64>(), 1usize..=32, gap(), mode()),
-        (any::<bool>(), any::<bool>(), any::<bool>()),
+        (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()),
     )
         .prop_flat_map(
-            |((seed, workers, gap, mode), (faults, incremental, leave))| {
+            |((seed, workers, gap, mode), (faults, incremental, leave, members))| {
                 let ranked = mode == Mode::Ranked;
                 // Rule 13 (Ranked only): judged per task by the checker.
                 let handover = if incremental && ranked {
@@ -119,6 +119,8 @@ fn config() -> impl Strategy<Value = RunConfig> {
                         drain_budget,
                         spread,
                         graceful_leave: leave && ranked,
+                        // Rule 18: member names and member restarts.
+                        members: members && ranked,
                         customize: std::convert::identity,
                     },
                 )

@@ -240,7 +240,22 @@ impl Harness {
     /// Starts a worker named `name` (its name in the history) that connects
     /// to `url`, and records its `join`.
     pub fn spawn(&mut self, name: &str, url: String) -> Result<WorkerId, HarnessError> {
-        self.spawn_to(name, Endpoint::Url(url))
+        self.spawn_to(name, None, Endpoint::Url(url))
+    }
+
+    /// Like [`Harness::spawn`] (or [`Harness::spawn_cluster`] with `urls`),
+    /// registering under `member` (rule 18) when one is given.
+    pub fn spawn_member(
+        &mut self,
+        name: &str,
+        member: Option<lease_core::Member>,
+        endpoint: Result<String, Vec<String>>,
+    ) -> Result<WorkerId, HarnessError> {
+        let endpoint = match endpoint {
+            Ok(url) => Endpoint::Url(url),
+            Err(urls) => Endpoint::Cluster(urls),
+        };
+        self.spawn_to(name, member, endpoint)
     }
 
     /// Starts a worker named `name` that connects to the Redis Cluster of
@@ -252,10 +267,15 @@ impl Harness {
         name: &str,
         urls: Vec<String>,
     ) -> Result<WorkerId, HarnessError> {
-        self.spawn_to(name, Endpoint::Cluster(urls))
+        self.spawn_to(name, None, Endpoint::Cluster(urls))
     }
 
-    fn spawn_to(&mut self, name: &str, endpoint: Endpoint) -> Result<WorkerId, HarnessError> {
+    fn spawn_to(
+        &mut self,
+        name: &str,
+        member: Option<lease_core::Member>,
+        endpoint: Endpoint,
+    ) -> Result<WorkerId, HarnessError> {
         let id = WorkerId(self.next_id);
         self.next_id += 1;
         let (control, inbox) = futures::channel::mpsc::unbounded();
@@ -266,9 +286,11 @@ impl Harness {
             work: self.work.clone(),
             cancel: CancellationToken::new(),
         };
+        let mut options = self.options.clone();
+        options.member = member;
         let spec = WorkerSpec {
             endpoint,
-            options: self.options.clone(),
+            options,
             ctx,
         };
         let at = self.us(Instant::now());

@@ -2,7 +2,19 @@
 -- are carried by the server as integers, and a closed interval's positions
 -- fill holes (rule 15).
 -- ARGV[5] = token (32 hex digits), ARGV[6] = the last position this worker
---           knows (an integer), or -1 for a newcomer.
+--           knows (an integer), or -1 for a newcomer, ARGV[7] = the member
+--           name (rule 18), absent for an anonymous worker.
+-- KEYS[4] = P{N}:members, the member record (a hash: name -> 'token:j',
+--           the identity holding the name and the last interval it
+--           registered in), touched only under a member name.
+-- Under a member name the set member is 'm:' .. name, so a restarted
+-- process (a new token) carries the name's position. The token holds the
+-- name if the record names it, or names another token whose last
+-- interval j is at least two before k (its last lease, from j, ended by
+-- (j+2)L <= kL): then the record becomes 'token:k'. Otherwise the name is
+-- held by another process: the registration is still counted under the
+-- name (its position survives a restart) but replies with status 3, and
+-- the worker grants nothing from it.
 -- Scores in the set of an interval k:
 --   a token that was in closed k-1: its position there (an integer);
 --   a returnee (not in k-1): 2^32 + its sent position + 0.5;
@@ -20,7 +32,30 @@
 -- fillers is its rank minus the number of keepers. In a settled group every
 -- member is a keeper, and this costs one ZCARD and one ZRANGEBYSCORE of
 -- the score it sent (is it the first member with that score?).
--- Reply: {1, k, sec, usec, position of the token in k-1 or -1, size of k-1}
+-- Reply: {1, k, sec, usec, position of the token in k-1 or -1, size of k-1},
+-- status 3 instead of 1 under a member name another token holds.
+local member = ARGV[5]
+local status = 1
+if ARGV[7] then
+  member = 'm:' .. ARGV[7]
+  local record = redis.call('HGET', KEYS[4], ARGV[7])
+  local holder, last = nil, nil
+  if record then
+    holder, last = string.match(record, '^(%x+):(%d+)$')
+    last = tonumber(last)
+  end
+  if holder and holder ~= ARGV[5] and last + 2 > k then
+    status = 3
+  else
+    -- Never move the record's interval back (a backward clock step).
+    local j = k
+    if holder == ARGV[5] and last > k then
+      j = last
+    end
+    redis.call('HSET', KEYS[4], ARGV[7], ARGV[5] .. ':' .. string.format('%d', j))
+  end
+  redis.call('PEXPIRE', KEYS[4], ARGV[2])
+end
 local size = redis.call('ZCARD', KEYS[2])
 local position = -1
 -- In a settled group the position a worker sends (the last one it learnt)
@@ -37,19 +72,19 @@ if ARGV[6] and string.find(ARGV[6], '^%d+$') then
   hint = tonumber(ARGV[6])
   if hint < size then
     local first = redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[6], ARGV[6])
-    if first[1] == ARGV[5] then
+    if first[1] == member then
       position = hint
     end
   end
 end
 if position < 0 then
-  local raw = redis.call('ZSCORE', KEYS[2], ARGV[5])
+  local raw = redis.call('ZSCORE', KEYS[2], member)
   if raw then
     local carried = tonumber(raw)
     local whole = carried >= 0 and carried < size and carried == math.floor(carried)
     if whole and carried ~= hint then
       local first = redis.call('ZRANGEBYSCORE', KEYS[2], raw, raw)
-      if first[1] == ARGV[5] then
+      if first[1] == member then
         position = carried
       end
     end
@@ -67,14 +102,14 @@ if position < 0 then
           kept[p] = true
           keepers = keepers + 1
         else
-          if low[i] == ARGV[5] then
+          if low[i] == member then
             j = fillers
           end
           fillers = fillers + 1
         end
       end
       if not j then
-        j = redis.call('ZRANK', KEYS[2], ARGV[5]) - keepers
+        j = redis.call('ZRANK', KEYS[2], member) - keepers
       end
       for p = 0, size - 1 do
         if not kept[p] then
@@ -103,6 +138,6 @@ else
     score = 9007199254740992
   end
 end
-redis.call('ZADD', KEYS[1], 'NX', score, ARGV[5])
+redis.call('ZADD', KEYS[1], 'NX', score, member)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return {1, k, sec, usec, position, size}
+return {status, k, sec, usec, position, size}

@@ -32,6 +32,8 @@ pub(super) struct Config {
     pub(super) drain_budget: i64,
     /// Rule 16: leave gracefully on cancellation.
     pub(super) graceful_leave: bool,
+    /// Rule 18: the member name registered under, if any.
+    pub(super) member: Option<crate::Member>,
     #[cfg(feature = "negative-controls")]
     control: Option<NegativeControl>,
 }
@@ -60,6 +62,7 @@ impl Config {
             rules,
             drain_budget: i64::try_from(o.effective_drain_budget().as_micros()).unwrap_or(i64::MAX),
             graceful_leave: o.graceful_leave(),
+            member: o.member,
             #[cfg(feature = "negative-controls")]
             control: o.negative_control,
         })

@@ -17,6 +17,7 @@ mod config;
 mod holding;
 mod identity;
 mod leave;
+mod member;
 mod memory;
 mod request;
 mod schedule;
@@ -107,6 +108,9 @@ pub struct Worker {
     lifecycle: Lifecycle,
     /// The refusal in force (rule 12), until a registration is counted again.
     refused: Option<Refusal>,
+    /// Rule 18: the member name is held by another identity, until a
+    /// registration holds it again.
+    member_in_use: Option<crate::MemberInUse>,
     schedule: Schedule,
     /// A transmit is ready in the buffers and not yet polled.
     ready: Option<(RequestId, i64)>,
@@ -148,6 +152,7 @@ impl Worker {
             holding: Holding::new(clock, Clock::system()),
             lifecycle: Lifecycle::Running,
             refused: None,
+            member_in_use: None,
             schedule: Schedule {
                 fire_at: Some(0),
                 ..Schedule::default()
@@ -261,7 +266,7 @@ impl Worker {
         Some(Transmit {
             id,
             script,
-            keys: [&keys[0], &keys[1], &keys[2]],
+            keys: [&keys[0], &keys[1], &keys[2], &keys[3]],
             args: &self.buffers.args,
             expires_at: self.clock.instant(give_up_at),
         })
@@ -448,14 +453,15 @@ impl Worker {
             _ if late => {}
             Reply::WrongInterval { .. } => self.on_wrong_interval(now),
             Reply::Refused { recorded, .. } => self.on_refused(now, interval, recorded),
-            Reply::Counted(c) => {
+            Reply::Counted(c) | Reply::MemberInUse(c) => {
+                let holder = matches!(reply, Reply::Counted(_));
                 // The closed set of k-1 cannot have changed: nothing new,
                 // unless the first reply from k executed too early to grant
                 // (rule 17) and this one may.
                 let seen = self.memory.newest.is_some_and(|(k, _)| k == interval);
                 let retry_of_early = self.memory.early.is_some_and(|(k, _)| k == interval);
                 if !(seen && self.cfg.mode == Mode::Ranked) || retry_of_early {
-                    self.on_counted(now, req, c, server);
+                    self.on_counted(now, req, c, server, holder);
                 }
             }
         }
@@ -529,9 +535,11 @@ impl Worker {
     }
 
     /// A counted registration: rules 4, 5/13, 6 and 17, then the next
-    /// registration.
-    fn on_counted(&mut self, now: i64, req: &Pending, c: Counted, server: i64) {
+    /// registration. Under a member name, only a registration that holds the
+    /// name (`holder`) may grant or renew (rule 18).
+    fn on_counted(&mut self, now: i64, req: &Pending, c: Counted, server: i64, holder: bool) {
         let k = c.interval;
+        let holder = self.on_member_status(now, k, holder);
         self.schedule.mismatches = 0;
         self.schedule.attempt = 0;
         self.refused = None;
@@ -541,7 +549,7 @@ impl Worker {
         // every interval seen before it may certify a lease.
         let fresh = self.cfg.broken(NegativeControl::GrantOverReopenedIntervals)
             || self.history.is_fresh(k);
-        let part = certified_part(&self.cfg, implied, before).filter(|_| fresh);
+        let part = certified_part(&self.cfg, implied, before).filter(|_| fresh && holder);
         match implied {
             None => diag::no_pair_implied(&self.cfg.name, before),
             Some(pair) if part.is_some() => diag::pair_agreed(&self.cfg.name, pair),

@@ -32,8 +32,8 @@ pub(super) struct Pending {
     pub(super) give_up_at: i64,
 }
 
-/// A request to send now: `EVALSHA script.sha1() 3 keys[0] keys[1] keys[2]
-/// args..` (or `EVAL script.source() ..` after `NOSCRIPT`).
+/// A request to send now: `EVALSHA script.sha1() 4 keys[0] keys[1] keys[2]
+/// keys[3] args..` (or `EVAL script.source() ..` after `NOSCRIPT`).
 #[derive(Debug)]
 pub struct Transmit<'a> {
     /// Feed the outcome back under this id.
@@ -41,8 +41,11 @@ pub struct Transmit<'a> {
     /// The script to run.
     pub script: &'static Script,
     /// `KEYS`: the interval the worker expects, the one before it (the one
-    /// after it for a leave), and the group's rules record.
-    pub keys: [&'a str; 3],
+    /// after it for a leave), the group's rules record, and the group's
+    /// member record (rule 18; only a registration under a member name
+    /// touches it, but every request declares it so that the key count is
+    /// fixed).
+    pub keys: [&'a str; 4],
     /// `ARGV`.
     pub args: &'a [String],
     /// After this instant the reply is of no use: the driver may abandon the
@@ -55,7 +58,7 @@ pub struct Transmit<'a> {
 /// that a registration allocates nothing in steady state.
 #[derive(Debug)]
 pub(super) struct Buffers {
-    pub(super) keys: [String; 3],
+    pub(super) keys: [String; 4],
     pub(super) args: Vec<String>,
 }
 
@@ -65,18 +68,21 @@ impl Buffers {
             String::with_capacity(64),
             String::with_capacity(64),
             String::with_capacity(64),
+            String::with_capacity(64),
         ];
         crate::script::write_rules_key(&mut keys[2], &cfg.prefix, &cfg.name);
+        crate::script::write_members_key(&mut keys[3], &cfg.prefix, &cfg.name);
         Self {
             keys,
             args: vec![String::with_capacity(40); 6],
         }
     }
 
-    /// A registration for interval `k` (rule 2): `KEYS = [k, k-1, rules]`,
-    /// `ARGV = [L, ttl, k, rules, identity, last position]` (the last two
-    /// under Ranked counting). A returning worker sends its last known
-    /// position (rule 15), a newcomer -1.
+    /// A registration for interval `k` (rule 2): `KEYS = [k, k-1, rules,
+    /// members]`, `ARGV = [L, ttl, k, rules, identity, last position,
+    /// member]` (identity and position under Ranked counting, the member
+    /// name only for a worker that has one, rule 18). A returning worker
+    /// sends its last known position (rule 15), a newcomer -1.
     pub(super) fn registration(
         &mut self,
         cfg: &Config,
@@ -92,16 +98,19 @@ impl Buffers {
             k.saturating_sub(1),
         );
         let last = last.map_or(-1, i64::from);
-        let values: [&dyn Display; 6] = [
+        let member = cfg.member.as_ref().map_or("", crate::Member::as_str);
+        let values: [&dyn Display; 7] = [
             &cfg.interval_ms,
             &cfg.ttl_ms,
             &k,
             &cfg.rules_record,
             &identity,
             &last,
+            &member,
         ];
         let count = match cfg.mode {
             crate::Mode::Arrival => 4,
+            crate::Mode::Ranked if cfg.member.is_some() => 7,
             crate::Mode::Ranked => 6,
         };
         self.fill(&values[..count]);
@@ -131,7 +140,7 @@ impl Buffers {
 /// malformed.
 pub(super) fn check_interval(reply: &Reply, expected: u64) -> Result<(), ReplyError> {
     let ok = match reply {
-        Reply::Counted(c) => c.interval == expected,
+        Reply::Counted(c) | Reply::MemberInUse(c) => c.interval == expected,
         Reply::WrongInterval { interval, .. } => *interval != expected,
         // The rules are checked before the interval: any interval may come.
         Reply::Refused { .. } => true,

@@ -41,7 +41,7 @@ struct Request {
     id: RequestId,
     /// The leave script (rule 16) rather than a registration.
     leave: bool,
-    keys: [String; 3],
+    keys: [String; 4],
     args: Vec<String>,
     /// A duplicate delivery: executed, but its reply goes nowhere.
     echo: bool,
@@ -597,6 +597,7 @@ impl Sim {
             req.keys[0].as_str(),
             req.keys[1].as_str(),
             req.keys[2].as_str(),
+            req.keys[3].as_str(),
         ];
         // The script of the sending worker's own mode.
         let mode = self.workers[w.0]
@@ -606,9 +607,10 @@ impl Sim {
         let now = self.server_now();
         let result = if req.leave {
             self.stats.leaves += 1;
-            self.store.execute_leave(now, keys, &req.args)
+            self.store
+                .execute_leave(now, [keys[0], keys[1], keys[2]], &req.args)
         } else {
-            self.store.execute(mode, now, keys, &req.args)
+            self.store.execute_with_members(mode, now, keys, &req.args)
         }
         .map_err(|e| e.to_string());
         if req.echo {

@@ -324,7 +324,7 @@ struct Arrival {
     leave: bool,
     sent: u64,
     named: u64,
-    keys: [String; 3],
+    keys: [String; 4],
     args: Vec<String>,
     replies: Vec<ReplyAt>,
 }
@@ -669,11 +669,14 @@ impl<N: Net> Driver<N> {
                 } = *arrival;
                 let server = self.server_now();
                 let keys_ref = [keys[0].as_str(), keys[1].as_str(), keys[2].as_str()];
+                let members = keys[3].as_str();
                 let values = if leave {
                     self.store.execute_leave(server, keys_ref, &args)
                 } else {
                     let mode = self.procs[worker].options.mode();
-                    self.store.execute(mode, server, keys_ref, &args)
+                    let [a, b, c] = keys_ref;
+                    self.store
+                        .execute_with_members(mode, server, [a, b, c, members], &args)
                 }
                 .expect("the store runs every script the core sends");
                 self.execs.push(Exec {
@@ -836,7 +839,7 @@ impl<N: Net> Driver<N> {
         w: usize,
         id: RequestId,
         leave: bool,
-        keys: [String; 3],
+        keys: [String; 4],
         args: Vec<String>,
         expires_at: Instant,
     ) {
