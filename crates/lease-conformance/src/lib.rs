@@ -27,7 +27,7 @@ pub mod redis_rs;
 pub mod server;
 pub mod tls;
 
-pub use server::the_server_is_checked_once_per_worker;
+pub use server::the_server_is_checked_once_per_connection;
 
 use std::future::Future;
 use std::task::{Context, Poll};
@@ -97,7 +97,7 @@ macro_rules! conformance_suite {
             bad_options_are_rejected,
             every_diagnostic_is_emitted,
             workers_with_other_rules_are_refused_until_the_group_leaves,
-            the_server_is_checked_once_per_worker,
+            the_server_is_checked_once_per_connection,
         );
     };
     (@tests $adapter:ty, $run:path, $($scenario:ident),+ $(,)?) => {
