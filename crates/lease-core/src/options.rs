@@ -287,6 +287,12 @@ pub struct Options<C = ()> {
     /// the adapter draws a fresh one from the operating system at every
     /// start. See [`Identity`].
     pub identity: Option<Identity>,
+    /// Whether the first request (the clock probe) waits for a point of the
+    /// first interval drawn from the identity (rule 8) instead of leaving at
+    /// once: for a process that starts thousands of workers together, whose
+    /// probes would otherwise reach Redis in one burst. It delays the first
+    /// lease by `L/2` on average. Off by default.
+    pub start_spread: bool,
     /// Cancelling this stands the worker down (the adapter's type).
     pub cancel: Option<C>,
     /// A deliberately broken rule (feature `negative-controls`, tests only).
@@ -305,6 +311,7 @@ impl<C> Options<C> {
             prefix: String::new(),
             counting: Counting::default(),
             identity: None,
+            start_spread: false,
             cancel: None,
             #[cfg(feature = "negative-controls")]
             negative_control: None,
@@ -365,6 +372,13 @@ impl<C> Options<C> {
         self.with_ranked(|r| r.spread = Some(spread))
     }
 
+    /// Spreads the first request over the first interval (see
+    /// [`Options::start_spread`]).
+    pub fn with_start_spread(mut self, on: bool) -> Self {
+        self.start_spread = on;
+        self
+    }
+
     /// Sets the identity (runs that replay; see [`Options::identity`]).
     pub fn with_identity(mut self, identity: Identity) -> Self {
         self.identity = Some(identity);
@@ -394,6 +408,7 @@ impl<C> Options<C> {
             prefix: self.prefix,
             counting: self.counting,
             identity: self.identity,
+            start_spread: self.start_spread,
             cancel: None,
             #[cfg(feature = "negative-controls")]
             negative_control: self.negative_control,

@@ -227,7 +227,10 @@ pub type Discover = Assignments<AbortOnDropHandle<()>>;
 /// A fred client as the driver uses it: `EVALSHA`/`EVAL` through fred's
 /// script interface, the reply taken as a [`Value`]; with the answer to
 /// `INFO` its client's workers share.
-struct Fred<C>(C, Arc<OnceCell<Option<String>>>);
+struct Fred<C>(C, Arc<KeptInfo>);
+
+/// One client's answer to `INFO`, once asked (`None`: it was not text).
+type KeptInfo = OnceCell<Option<String>>;
 
 impl<C: LuaInterface + Send + Sync> Connection for Fred<C> {
     type Error = fred::error::Error;
@@ -294,8 +297,8 @@ impl<C: LuaInterface + Send + Sync> Connection for Fred<C> {
 /// The kept answer to `INFO` of the fred client with `id`: one cell per
 /// client while any worker on it runs (each holds it; the map holds it
 /// weakly, and drops dead entries as it grows).
-fn shared_info(id: &str) -> Arc<OnceCell<Option<String>>> {
-    static KEPT: Mutex<Option<HashMap<String, Weak<OnceCell<Option<String>>>>>> = Mutex::new(None);
+fn shared_info(id: &str) -> Arc<KeptInfo> {
+    static KEPT: Mutex<Option<HashMap<String, Weak<KeptInfo>>>> = Mutex::new(None);
     let mut kept = KEPT
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
