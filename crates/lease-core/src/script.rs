@@ -147,11 +147,11 @@ mod tests {
         }
         assert_eq!(
             Script::for_mode(Mode::Arrival).sha1(),
-            "32882bd04ae2fb0222264022d3dff04c1341d377"
+            "98ed1fe2825c5fe4ce8f7a49c8da1220a1192659"
         );
         assert_eq!(
             Script::for_mode(Mode::Ranked).sha1(),
-            "67f815734c2d7bf7f14b7a1d8ff5df98b6c3a2db"
+            "21dcec9c13538071827fd49a84f487bd6fcce027"
         );
     }
 

@@ -255,20 +255,19 @@ impl SimStore {
         if args.get(2).and_then(|a| lua_number(a)) != Some(k as f64) {
             return Ok(vec![0, k, sec, usec]);
         }
-        // The first write (the record's SET or PEXPIRE) takes the TTL as a
-        // Redis integer and fails, writing nothing, on anything else.
+        // The prelude refuses, before any write, a TTL that is not a
+        // positive integer as Redis writes one, of at most 15 digits.
         let ttl_ms = args
             .get(1)
+            .filter(|a| a.len() <= 15)
             .and_then(|a| redis_integer(a))
+            .filter(|&t| t > 0)
             .ok_or(StoreError::BadArguments("ttl"))?;
         // A record that is there holds exactly these rules (checked above):
-        // PEXPIRE renews it. Otherwise SET writes it, and refuses a TTL of
-        // zero or less.
-        if self.keys.contains_key(keys[2]) {
-            self.pexpire(keys[2], now_us, ttl_ms);
-        } else if ttl_ms <= 0 {
-            return Err(StoreError::BadArguments("ttl"));
-        } else {
+        // the counting part renews it (`refresh_rules`). Otherwise SET
+        // writes it.
+        let recorded = self.keys.contains_key(keys[2]);
+        if !recorded {
             self.keys.insert(
                 keys[2].to_owned(),
                 Entry {
@@ -281,6 +280,9 @@ impl SimStore {
         self.expire(keys[1], now_us);
         match mode {
             Mode::Arrival => {
+                if recorded {
+                    self.pexpire(keys[2], now_us, ttl_ms);
+                }
                 let entry = self.keys.entry(keys[0].to_owned()).or_insert(Entry {
                     value: Value::Counter(0),
                     expires_at: 0,
@@ -326,6 +328,9 @@ impl SimStore {
                     None if (0.0..RETURNEE).contains(&sent) => RETURNEE + sent.floor() + 0.5,
                     None => NEWCOMER,
                 };
+                // Only the registration that creates the open set sets its
+                // TTL and renews the record (ranked.lua).
+                let fresh = !self.keys.contains_key(keys[0]);
                 let entry = self.keys.entry(keys[0].to_owned()).or_insert(Entry {
                     value: Value::Set(Vec::new()),
                     expires_at: 0,
@@ -339,7 +344,12 @@ impl SimStore {
                         .partition_point(|(s, m)| (*s, m.as_bytes()) < (score, token.as_bytes()));
                     set.insert(at, (score, token.clone()));
                 }
-                self.pexpire(keys[0], now_us, ttl_ms);
+                if fresh {
+                    self.pexpire(keys[0], now_us, ttl_ms);
+                    if recorded {
+                        self.pexpire(keys[2], now_us, ttl_ms);
+                    }
+                }
                 let rank = rank.map_or(-1, |r| r as i64);
                 Ok(vec![1, k, sec, usec, rank, size as i64])
             }
@@ -818,6 +828,39 @@ mod tests {
             hole_filled(&set, &"f".repeat(32), PositionSabotage::default()),
             None
         );
+    }
+
+    #[test]
+    fn only_the_registration_that_creates_the_open_set_renews_ttls() {
+        let mut s = SimStore::new();
+        let k = ["{g}:10", "{g}:9", "{g}:rules"];
+        let (a, b) = ("a".repeat(32), "b".repeat(32));
+        s.execute(Mode::Ranked, at(10, 1), k, &args(10, &[&a, "-1"]))
+            .unwrap();
+        let set = s.expires_at("{g}:10");
+        let record = s.expires_at("{g}:rules");
+        assert_eq!(set, Some(at(10, 1) + 3 * L * 1000));
+        // Another member and a repeat: neither TTL moves.
+        s.execute(Mode::Ranked, at(10, 50), k, &args(10, &[&b, "-1"]))
+            .unwrap();
+        s.execute(Mode::Ranked, at(10, 60), k, &args(10, &[&a, "-1"]))
+            .unwrap();
+        assert_eq!(s.expires_at("{g}:10"), set);
+        assert_eq!(s.expires_at("{g}:rules"), record);
+        // The next interval's first registration renews the record.
+        let next = ["{g}:11", "{g}:10", "{g}:rules"];
+        s.execute(Mode::Ranked, at(11, 1), next, &args(11, &[&b, "1"]))
+            .unwrap();
+        assert_eq!(s.expires_at("{g}:rules"), Some(at(11, 1) + 3 * L * 1000));
+        // A TTL that is not a positive integer writes nothing.
+        for ttl in ["0", "-5", "+5", "007", "1.5", "1234567890123456"] {
+            let mut bad = args(12, &[&a, "0"]);
+            bad[1] = ttl.to_owned();
+            let open = ["{g}:12", "{g}:11", "{g}:rules"];
+            let r = s.execute(Mode::Ranked, at(12, 1), open, &bad);
+            assert_eq!(r, Err(StoreError::BadArguments("ttl")), "{ttl}");
+            assert_eq!(s.peek("{g}:12"), None, "{ttl}");
+        }
     }
 
     #[test]
