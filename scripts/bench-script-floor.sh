@@ -61,7 +61,7 @@ run() { # sha case pipelined
 
 echo "| case | pipelined | round | ours µs/call | empty µs/call | ratio | ours calls/s | empty calls/s | ratio |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-for case in first settled; do
+for case in ${CASES-first settled}; do
   for p in 1 16; do
     for r in $(seq "$rounds"); do
       read -r ours_rps ours_us < <(run "$ours" "$case" "$p")
@@ -73,6 +73,53 @@ ou, fu, orps, frps = map(float, (ou, fu, orps, frps))
 print(f"| {case} | {p} | {r} | {ou:.2f} | {fu:.2f} | {ou/fu:.2f} | {orps:,.0f} | {frps:,.0f} | {orps/frps:.2f} |")
 PY
     done
+  done
+done
+# Once per member: every call is a member's one registration of the
+# interval (what a settled group sends), 10,000 groups of 16, piped over one
+# connection (redis-cli --pipe): "newcomers" into fresh groups (ARGV[6] =
+# -1), "keepers" with the closed set laid out and each sending its position.
+once() { # sha case
+  local sha=$1 case=$2
+  redis-cli -p "$port" flushall >/dev/null
+  local day=$(( $(redis-cli -p "$port" time | head -1) / 86400 ))
+  if [ "$case" = keepers ]; then
+    redis-cli -p "$port" eval "
+      for g = 0, 9999 do
+        for j = 0, 15 do
+          redis.call('ZADD', '{m-' .. g .. '}:k1', j, string.format('%032x', g * 16 + j))
+        end
+        redis.call('SET', '{m-' .. g .. '}:rules', ARGV[1], 'PX', 259200000)
+      end
+      return 1" 0 "$rules" >/dev/null
+  fi
+  python3 - "$sha" "$day" "$rules" "$case" > "$dir/once.resp" <<'PY'
+import sys
+sha, day, rules, case = sys.argv[1:]
+out = sys.stdout.buffer
+def cmd(*args):
+    out.write(b"*%d\r\n" % len(args))
+    for a in args:
+        a = a.encode()
+        out.write(b"$%d\r\n%s\r\n" % (len(a), a))
+for j in range(16):
+    for g in range(10000):
+        sent = str(j) if case == "keepers" else "-1"
+        cmd("EVALSHA", sha, "3", "{m-%d}:k" % g, "{m-%d}:k1" % g, "{m-%d}:rules" % g,
+            "86400000", "259200000", day, rules, "%032x" % (g * 16 + j), sent)
+PY
+  redis-cli -p "$port" config resetstat >/dev/null
+  redis-cli -p "$port" --pipe < "$dir/once.resp" >/dev/null
+  redis-cli -p "$port" info commandstats | grep '^cmdstat_evalsha:' | sed 's/.*usec_per_call=\([0-9.]*\).*/\1/'
+}
+echo
+echo "| once per member | round | ours µs/call | empty µs/call | ratio |"
+echo "| --- | --- | --- | --- | --- |"
+for case in newcomers keepers; do
+  for r in $(seq "$rounds"); do
+    ours_us=$(once "$ours" "$case")
+    floor_us=$(once "$floor" "$case")
+    python3 -c "import sys; o, f = map(float, sys.argv[3:]); print(f'| {sys.argv[1]} | {sys.argv[2]} | {o:.2f} | {f:.2f} | {o/f:.2f} |')" "$case" "$r" "$ours_us" "$floor_us"
   done
 done
 echo

@@ -151,7 +151,7 @@ mod tests {
         );
         assert_eq!(
             Script::for_mode(Mode::Ranked).sha1(),
-            "21dcec9c13538071827fd49a84f487bd6fcce027"
+            "b4377100dde81334391196fc1e749302cb1e5c97"
         );
     }
 

@@ -109,11 +109,12 @@ end
 -- lease granted in k (each ends by (k+2)L), and a set's members leave it
 -- only all together (expiry, or ZREM of the last, which deletes the key,
 -- so the next ZADD creates it again). A write costs Redis more than a
--- read, so the other n-1 registrations of an interval, and every repeat,
--- read ZCARD instead of writing two TTLs.
-local fresh = redis.call('ZCARD', KEYS[1]) == 0
-redis.call('ZADD', KEYS[1], 'NX', score, ARGV[5])
-if fresh then
+-- read, so the other n-1 registrations of an interval read ZCARD instead
+-- of writing two TTLs, and a repeat (ZADD NX adds nothing) does neither. A
+-- set whose only member is the one just added did not exist before: Redis
+-- keeps no empty sorted set.
+if redis.call('ZADD', KEYS[1], 'NX', score, ARGV[5]) == 1
+    and redis.call('ZCARD', KEYS[1]) == 1 then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   refresh_rules()
 end
