@@ -31,7 +31,7 @@ pub mod tls;
 pub use members::{
     a_restarted_member_returns_to_its_tasks, of_two_processes_with_one_member_name_one_is_refused,
 };
-pub use server::the_server_is_checked_once_per_worker;
+pub use server::the_server_is_checked_once_per_connection;
 
 use std::future::Future;
 use std::task::{Context, Poll};
@@ -101,7 +101,7 @@ macro_rules! conformance_suite {
             bad_options_are_rejected,
             every_diagnostic_is_emitted,
             workers_with_other_rules_are_refused_until_the_group_leaves,
-            the_server_is_checked_once_per_worker,
+            the_server_is_checked_once_per_connection,
             a_restarted_member_returns_to_its_tasks,
             of_two_processes_with_one_member_name_one_is_refused,
         );

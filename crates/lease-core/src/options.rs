@@ -292,6 +292,12 @@ pub struct Options<C = ()> {
     /// the adapter draws a fresh one from the operating system at every
     /// start. See [`Identity`].
     pub identity: Option<Identity>,
+    /// Whether the first request (the clock probe) waits for a point of the
+    /// first interval drawn from the identity (rule 8) instead of leaving at
+    /// once: for a process that starts thousands of workers together, whose
+    /// probes would otherwise reach Redis in one burst. It delays the first
+    /// lease by `L/2` on average. Off by default.
+    pub start_spread: bool,
     /// Cancelling this stands the worker down (the adapter's type).
     pub cancel: Option<C>,
     /// The member name this worker registers under (rule 18), `None` (the
@@ -313,6 +319,7 @@ impl<C> Options<C> {
             prefix: String::new(),
             counting: Counting::default(),
             identity: None,
+            start_spread: false,
             cancel: None,
             member: None,
             #[cfg(feature = "negative-controls")]
@@ -374,6 +381,13 @@ impl<C> Options<C> {
         self.with_ranked(|r| r.spread = Some(spread))
     }
 
+    /// Spreads the first request over the first interval (see
+    /// [`Options::start_spread`]).
+    pub fn with_start_spread(mut self, on: bool) -> Self {
+        self.start_spread = on;
+        self
+    }
+
     /// Sets the identity (runs that replay; see [`Options::identity`]).
     pub fn with_identity(mut self, identity: Identity) -> Self {
         self.identity = Some(identity);
@@ -423,6 +437,7 @@ impl<C> Options<C> {
             prefix: self.prefix,
             counting: self.counting,
             identity: self.identity,
+            start_spread: self.start_spread,
             cancel: None,
             member: self.member,
             #[cfg(feature = "negative-controls")]

@@ -161,11 +161,11 @@ mod tests {
         }
         assert_eq!(
             Script::for_mode(Mode::Arrival).sha1(),
-            "32882bd04ae2fb0222264022d3dff04c1341d377"
+            "98ed1fe2825c5fe4ce8f7a49c8da1220a1192659"
         );
         assert_eq!(
             Script::for_mode(Mode::Ranked).sha1(),
-            "b5dcad0df21f8ddc8c9ca145d8b740289516a909"
+            "2eb3b80b35325ae4c9b4c8537918cf7712828058"
         );
     }
 

@@ -933,3 +933,40 @@ fn after_a_stand_down_replies_of_earlier_requests_seed_nothing() {
         assert_eq!(granted, sabotage, "sabotage {sabotage}");
     }
 }
+
+/// Rule 8, the start: with `start_spread` the first request (the clock
+/// probe) waits for a point of the first interval drawn from the identity:
+/// the same identity always waits as long, and a thousand identities cover
+/// the interval evenly (each tenth of it gets 50 to 150 of them). Without
+/// it the probe leaves at once.
+#[test]
+fn the_first_request_is_spread_over_the_first_interval_by_identity() {
+    let t0 = Instant::now();
+    let l = Duration::from_millis(L_MS);
+    let first_send = |identity: Identity, spread: bool| {
+        let o = opts(Mode::Ranked).with_start_spread(spread);
+        let mut w = Worker::new(&o, identity, t0).unwrap();
+        let at = w.poll_timeout().expect("the probe is scheduled");
+        // Nothing is sent before that instant, and it is sent then.
+        if at > t0 {
+            w.handle_timeout(at - Duration::from_micros(1));
+            assert!(w.poll_transmit().is_none(), "sent early");
+        }
+        w.handle_timeout(at);
+        assert!(w.poll_transmit().is_some(), "due at its instant");
+        at - t0
+    };
+    let mut tenths = [0u32; 10];
+    for worker in 0..1000 {
+        let identity = Identity::seeded(7, worker);
+        let wait = first_send(identity, true);
+        assert!(wait < l, "within the first interval: {wait:?}");
+        assert_eq!(wait, first_send(identity, true), "deterministic");
+        assert_eq!(first_send(identity, false), Duration::ZERO, "off: at once");
+        tenths[(wait.as_micros() * 10 / l.as_micros()) as usize] += 1;
+    }
+    assert!(
+        tenths.iter().all(|&c| (50..=150).contains(&c)),
+        "{tenths:?}"
+    );
+}

@@ -332,8 +332,9 @@ impl Driver {
         }
     }
 
-    /// The start's server check: `INFO` once ([`Connection::server_info`]),
-    /// judged by [`lease_core::check_server`]. An error, a reply that is not
+    /// The start's server check: `INFO` once ([`Connection::server_info`];
+    /// the adapters share one answer among a connection's clones), judged
+    /// by [`lease_core::check_server`] once per answer. An error, a reply that is not
     /// text, or no answer within an interval lets the worker run unchecked
     /// (`server not checked`): a server that hides `INFO` (an ACL, a managed
     /// service) is not refused for it. Cancellation during the check ends
@@ -372,12 +373,15 @@ impl Driver {
                 return Checked::Passed;
             }
         };
-        match lease_core::check_server(&text) {
-            Ok(server) => {
-                diag::server_checked(&self.name, &server);
+        match crate::judged::judge(&text) {
+            (Ok(server), new) => {
+                // Once per answer, not per worker sharing it.
+                if new {
+                    diag::server_checked(&self.name, &server);
+                }
                 Checked::Passed
             }
-            Err(why) => {
+            (Err(why), _) => {
                 diag::server_refused(&self.name, &why);
                 Checked::Refused(why)
             }

@@ -39,6 +39,7 @@ use lease_core::Identity;
 mod connect;
 mod connection;
 mod driver;
+mod judged;
 pub mod metrics;
 mod stream;
 #[cfg(test)]

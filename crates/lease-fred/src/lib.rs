@@ -156,13 +156,16 @@ pub mod tls {
     }
 }
 
+use std::collections::HashMap;
 use std::future::Future;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 use fred::interfaces::LuaInterface;
 use fred::types::Value;
 use lease_core::Clock;
 use lease_driver::{Assignments, Command, Connection, Driver, Integers, Verb};
+use tokio::sync::OnceCell;
 use tokio_util::task::AbortOnDropHandle;
 
 /// fred, re-exported so that one dependency line is enough.
@@ -208,7 +211,8 @@ where
     let (driver, stream) = Driver::new(&options, identity, clock, "fred")?;
     let cancelled = options.cancel.unwrap_or_default().cancelled_owned();
     let sleep_until = |at: Instant| tokio::time::sleep_until(at.into());
-    let run = driver.run(Fred(client), sleep_until, cancelled);
+    let kept = shared_info(fred::interfaces::ClientLike::id(&client));
+    let run = driver.run(Fred(client, kept), sleep_until, cancelled);
     Ok(stream.with_guard(AbortOnDropHandle::new(tokio::spawn(run))))
 }
 
@@ -221,8 +225,12 @@ where
 pub type Discover = Assignments<AbortOnDropHandle<()>>;
 
 /// A fred client as the driver uses it: `EVALSHA`/`EVAL` through fred's
-/// script interface, the reply taken as a [`Value`].
-struct Fred<C>(C);
+/// script interface, the reply taken as a [`Value`]; with the answer to
+/// `INFO` its client's workers share.
+struct Fred<C>(C, Arc<KeptInfo>);
+
+/// One client's answer to `INFO`, once asked (`None`: it was not text).
+type KeptInfo = OnceCell<Option<String>>;
 
 impl<C: LuaInterface + Send + Sync> Connection for Fred<C> {
     type Error = fred::error::Error;
@@ -259,6 +267,10 @@ impl<C: LuaInterface + Send + Sync> Connection for Fred<C> {
         error.details().starts_with("NOSCRIPT")
     }
 
+    /// `INFO` once per fred client: clones of a client share its id, and
+    /// every worker started on one of them shares the first successful
+    /// answer ([`shared_info`]); those asked while it is in flight wait for
+    /// it, and an error is not kept.
     fn server_info(&self) -> impl Future<Output = Result<Option<String>, Self::Error>> + Send {
         let info = fred::types::CustomCommand::new_static(
             lease_core::server::INFO_COMMAND,
@@ -266,14 +278,40 @@ impl<C: LuaInterface + Send + Sync> Connection for Fred<C> {
             false,
         );
         async move {
-            let reply: Value = self.0.custom(info, Vec::<Value>::new()).await?;
-            Ok(match reply {
-                Value::String(text) => Some(text.to_string()),
-                Value::Bytes(bytes) => String::from_utf8(bytes.to_vec()).ok(),
-                _ => None,
-            })
+            let text = self
+                .1
+                .get_or_try_init(|| async {
+                    let reply: Value = self.0.custom(info, Vec::<Value>::new()).await?;
+                    Ok::<_, Self::Error>(match reply {
+                        Value::String(text) => Some(text.to_string()),
+                        Value::Bytes(bytes) => String::from_utf8(bytes.to_vec()).ok(),
+                        _ => None,
+                    })
+                })
+                .await?;
+            Ok(text.clone())
         }
     }
+}
+
+/// The kept answer to `INFO` of the fred client with `id`: one cell per
+/// client while any worker on it runs (each holds it; the map holds it
+/// weakly, and drops dead entries as it grows).
+fn shared_info(id: &str) -> Arc<KeptInfo> {
+    static KEPT: Mutex<Option<HashMap<String, Weak<KeptInfo>>>> = Mutex::new(None);
+    let mut kept = KEPT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let kept = kept.get_or_insert_with(HashMap::new);
+    if let Some(cell) = kept.get(id).and_then(Weak::upgrade) {
+        return cell;
+    }
+    if kept.len() >= 64 {
+        kept.retain(|_, cell| cell.strong_count() > 0);
+    }
+    let cell = Arc::new(OnceCell::new());
+    kept.insert(id.to_owned(), Arc::downgrade(&cell));
+    cell
 }
 
 /// Connects to the Redis at `url`: a fred client that reconnects forever

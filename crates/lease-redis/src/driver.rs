@@ -10,7 +10,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
-use crate::RedisRs;
+use crate::{RedisRs, Shared};
 
 /// Options of one worker ([`lease_core::Options`], whose builder methods
 /// and defaults they are), with tokio's [`CancellationToken`] to stand it
@@ -67,7 +67,9 @@ pub type Discover = Assignments<AbortOnDropHandle<()>>;
 
 /// Connects to the Redis at `url` with a [`ConnectionManager`], which
 /// reconnects by itself after a restart, and with no response timeout of
-/// its own (the worker times each registration out itself). A server that
+/// its own (the worker times each registration out itself), wrapped in
+/// [`Shared`] so that every worker started on it or a clone of it shares
+/// one server check (one `INFO`). A server that
 /// does not answer within [`CONNECT_TIMEOUT`], or a URL that is not one, is
 /// an error that names the address (with any password replaced by `***`).
 ///
@@ -78,7 +80,7 @@ pub type Discover = Assignments<AbortOnDropHandle<()>>;
 /// # Ok(())
 /// # }
 /// ```
-pub async fn connect(url: &str) -> Result<ConnectionManager, ConnectError> {
+pub async fn connect(url: &str) -> Result<Shared<ConnectionManager>, ConnectError> {
     let client = redis::Client::open(url).map_err(|e| ConnectError::new(url, e))?;
     let config = ConnectionManagerConfig::new()
         .set_response_timeout(None)
@@ -92,7 +94,7 @@ pub async fn connect(url: &str) -> Result<ConnectionManager, ConnectError> {
     )
     .await
     {
-        Ok(Ok(manager)) => Ok(manager),
+        Ok(Ok(manager)) => Ok(Shared::new(manager)),
         Ok(Err(e)) => Err(ConnectError::new(url, e)),
         Err(_) => Err(ConnectError::timed_out(url)),
     }

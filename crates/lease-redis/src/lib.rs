@@ -133,6 +133,7 @@
 #[cfg(feature = "tokio")]
 mod driver;
 mod redis_rs;
+mod shared;
 #[cfg(feature = "tls-client")]
 pub mod tls;
 
@@ -147,5 +148,6 @@ pub use lease_driver::metrics;
 /// redis-rs, re-exported so that one dependency line is enough.
 pub use redis;
 pub use redis_rs::RedisRs;
+pub use shared::Shared;
 #[cfg(feature = "tokio")]
 pub use tokio_util::sync::CancellationToken;

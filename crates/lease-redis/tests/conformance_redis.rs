@@ -10,7 +10,11 @@ use futures::StreamExt;
 use futures::stream::LocalBoxStream;
 use lease_conformance as conformance;
 use lease_conformance::conformance_suite;
-use lease_conformance::redis_rs::Conn;
+use lease_conformance::redis_rs;
+
+/// The suite's connection, shared as `connect` shares it: one server check
+/// per connection.
+type Conn = lease_redis::Shared<redis_rs::Conn>;
 use lease_core::{Assignment, OptionsError};
 use tokio_util::sync::CancellationToken;
 
@@ -33,14 +37,14 @@ impl<const MULTIPLEXED: bool> conformance::Adapter for Redis<MULTIPLEXED> {
 
     async fn connect(url: &str) -> Conn {
         if MULTIPLEXED {
-            Conn::multiplexed(url).await
+            Conn::new(redis_rs::Conn::multiplexed(url).await)
         } else {
-            Conn::manager(url).await
+            Conn::new(redis_rs::Conn::manager(url).await)
         }
     }
 
     async fn connect_cluster(urls: &[String]) -> Conn {
-        Conn::cluster(urls).await
+        Conn::new(redis_rs::Conn::cluster(urls).await)
     }
 
     fn discover(
@@ -108,7 +112,10 @@ mod tls {
             let manager = ConnectionManager::new_with_config(client, config)
                 .await
                 .expect("a TLS connection");
-            conformance::tls::group_settles_over_tls::<Redis<false>>(&Conn::Manager(manager)).await;
+            conformance::tls::group_settles_over_tls::<Redis<false>>(&Conn::new(
+                redis_rs::Conn::Manager(manager),
+            ))
+            .await;
         });
     }
 

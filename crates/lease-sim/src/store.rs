@@ -274,39 +274,33 @@ impl SimStore {
         if args.get(2).and_then(|a| lua_number(a)) != Some(k as f64) {
             return Ok(vec![0, k, sec, usec]);
         }
-        // The first write (the record's SET or PEXPIRE) takes the TTL as a
-        // Redis integer and fails, writing nothing, on anything else.
+        // The prelude refuses, before any write, a TTL that is not a
+        // positive integer as Redis writes one, of at most 15 digits.
         let ttl_ms = args
             .get(1)
+            .filter(|a| a.len() <= 15)
             .and_then(|a| redis_integer(a))
+            .filter(|&t| t > 0)
             .ok_or(StoreError::BadArguments("ttl"))?;
-        self.write_rules_record(keys[2], rules, now_us, ttl_ms)?;
+        let recorded = self.write_rules_record(keys[2], rules, now_us, ttl_ms);
         self.expire(keys[0], now_us);
         self.expire(keys[1], now_us);
         let (status, counted) = match mode {
-            Mode::Arrival => (1, self.count_arrival(keys, now_us, ttl_ms)?),
-            Mode::Ranked => self.count_ranked(keys, args, k, now_us, ttl_ms)?,
+            Mode::Arrival => (1, self.count_arrival(keys, recorded, now_us, ttl_ms)?),
+            Mode::Ranked => self.count_ranked(keys, args, recorded, k, now_us, ttl_ms)?,
         };
         let mut reply = vec![status, k, sec, usec];
         reply.extend(counted);
         Ok(reply)
     }
 
-    /// The rules record's write: a record that is there holds exactly these
-    /// rules (checked before), so PEXPIRE renews it; otherwise SET writes
-    /// it, and refuses a TTL of zero or less.
-    fn write_rules_record(
-        &mut self,
-        key: &str,
-        rules: &str,
-        now_us: i64,
-        ttl_ms: i64,
-    ) -> Result<(), StoreError> {
-        if self.keys.contains_key(key) {
-            self.pexpire(key, now_us, ttl_ms);
-        } else if ttl_ms <= 0 {
-            return Err(StoreError::BadArguments("ttl"));
-        } else {
+    /// The rules record's first write: a record that is there holds
+    /// exactly these rules (checked before), and the counting part renews
+    /// it (`refresh_rules`); otherwise SET writes it. Returns whether it
+    /// was there.
+    fn write_rules_record(&mut self, key: &str, rules: &str, now_us: i64, ttl_ms: i64) -> bool {
+        let recorded = self.keys.contains_key(key);
+        if !recorded {
             self.keys.insert(
                 key.to_owned(),
                 Entry {
@@ -315,7 +309,7 @@ impl SimStore {
                 },
             );
         }
-        Ok(())
+        recorded
     }
 
     /// Arrival's count: INCR of `k`'s counter; replies `x - 1` and the
@@ -323,9 +317,13 @@ impl SimStore {
     fn count_arrival(
         &mut self,
         keys: [&str; 4],
+        recorded: bool,
         now_us: i64,
         ttl_ms: i64,
     ) -> Result<[i64; 2], StoreError> {
+        if recorded {
+            self.pexpire(keys[2], now_us, ttl_ms);
+        }
         let entry = self.keys.entry(keys[0].to_owned()).or_insert(Entry {
             value: Value::Counter(0),
             expires_at: 0,
@@ -352,6 +350,7 @@ impl SimStore {
         &mut self,
         keys: [&str; 4],
         args: &[String],
+        recorded: bool,
         k: i64,
         now_us: i64,
         ttl_ms: i64,
@@ -387,6 +386,9 @@ impl SimStore {
             None if (0.0..RETURNEE).contains(&sent) => RETURNEE + sent.floor() + 0.5,
             None => NEWCOMER,
         };
+        // Only the registration that creates the open set sets its TTL and
+        // renews the record (ranked.lua).
+        let fresh = !self.keys.contains_key(keys[0]);
         let entry = self.keys.entry(keys[0].to_owned()).or_insert(Entry {
             value: Value::Set(Vec::new()),
             expires_at: 0,
@@ -399,7 +401,12 @@ impl SimStore {
             let at = set.partition_point(|(s, m)| (*s, m.as_bytes()) < (score, token.as_bytes()));
             set.insert(at, (score, token.clone()));
         }
-        self.pexpire(keys[0], now_us, ttl_ms);
+        if fresh {
+            self.pexpire(keys[0], now_us, ttl_ms);
+            if recorded {
+                self.pexpire(keys[2], now_us, ttl_ms);
+            }
+        }
         Ok((status, [rank.map_or(-1, |r| r as i64), size as i64]))
     }
 
@@ -878,6 +885,39 @@ mod tests {
             hole_filled(&set, &"f".repeat(32), PositionSabotage::default()),
             None
         );
+    }
+
+    #[test]
+    fn only_the_registration_that_creates_the_open_set_renews_ttls() {
+        let mut s = SimStore::new();
+        let k = ["{g}:10", "{g}:9", "{g}:rules"];
+        let (a, b) = ("a".repeat(32), "b".repeat(32));
+        s.execute(Mode::Ranked, at(10, 1), k, &args(10, &[&a, "-1"]))
+            .unwrap();
+        let set = s.expires_at("{g}:10");
+        let record = s.expires_at("{g}:rules");
+        assert_eq!(set, Some(at(10, 1) + 3 * L * 1000));
+        // Another member and a repeat: neither TTL moves.
+        s.execute(Mode::Ranked, at(10, 50), k, &args(10, &[&b, "-1"]))
+            .unwrap();
+        s.execute(Mode::Ranked, at(10, 60), k, &args(10, &[&a, "-1"]))
+            .unwrap();
+        assert_eq!(s.expires_at("{g}:10"), set);
+        assert_eq!(s.expires_at("{g}:rules"), record);
+        // The next interval's first registration renews the record.
+        let next = ["{g}:11", "{g}:10", "{g}:rules"];
+        s.execute(Mode::Ranked, at(11, 1), next, &args(11, &[&b, "1"]))
+            .unwrap();
+        assert_eq!(s.expires_at("{g}:rules"), Some(at(11, 1) + 3 * L * 1000));
+        // A TTL that is not a positive integer writes nothing.
+        for ttl in ["0", "-5", "+5", "007", "1.5", "1234567890123456"] {
+            let mut bad = args(12, &[&a, "0"]);
+            bad[1] = ttl.to_owned();
+            let open = ["{g}:12", "{g}:11", "{g}:rules"];
+            let r = s.execute(Mode::Ranked, at(12, 1), open, &bad);
+            assert_eq!(r, Err(StoreError::BadArguments("ttl")), "{ttl}");
+            assert_eq!(s.peek("{g}:12"), None, "{ttl}");
+        }
     }
 
     #[test]

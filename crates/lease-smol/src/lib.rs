@@ -146,6 +146,9 @@ pub use cancel::CancelToken;
 pub use futures::StreamExt;
 pub use lease_driver::ConnectError;
 pub use lease_driver::api::*;
+/// A connection whose clones share one server check (what [`connect`]
+/// returns; lease-redis's).
+pub use lease_redis::Shared;
 /// `rediss://` clients trusting a CA file, `SSL_CERT_FILE` or the system's
 /// store (feature `tls`; shared with lease-redis).
 #[cfg(feature = "tls")]
@@ -288,11 +291,13 @@ impl Drop for AbortOnDrop {
 
 /// Connects to the Redis at `url` with a redis-rs `ConnectionManager` on
 /// smol, which reconnects by itself after a restart, with no response
-/// timeout of its own (the worker times each registration out itself). A
+/// timeout of its own (the worker times each registration out itself),
+/// wrapped in [`Shared`] so that every worker started on it or a
+/// clone of it shares one server check (one `INFO`). A
 /// server that does not answer within [`lease_driver::CONNECT_TIMEOUT`], or
 /// a URL that is not one, is an error that names the address (with any
 /// password replaced by `***`).
-pub async fn connect(url: &str) -> Result<redis::aio::ConnectionManager, ConnectError> {
+pub async fn connect(url: &str) -> Result<Shared<redis::aio::ConnectionManager>, ConnectError> {
     let client = redis::Client::open(url).map_err(|e| ConnectError::new(url, e))?;
     let within = lease_driver::CONNECT_TIMEOUT;
     let config = redis::aio::ConnectionManagerConfig::new()
@@ -304,7 +309,7 @@ pub async fn connect(url: &str) -> Result<redis::aio::ConnectionManager, Connect
         smol::Timer::after(within).await;
     };
     match futures::future::select(Box::pin(manager), Box::pin(timer)).await {
-        futures::future::Either::Left((Ok(m), _)) => Ok(m),
+        futures::future::Either::Left((Ok(m), _)) => Ok(Shared::new(m)),
         futures::future::Either::Left((Err(e), _)) => Err(ConnectError::new(url, e)),
         futures::future::Either::Right(_) => Err(ConnectError::timed_out(url)),
     }

@@ -10,7 +10,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::LocalBoxStream;
 use lease_conformance::Adapter;
-use lease_conformance::redis_rs::Conn;
+use lease_conformance::redis_rs;
+
+/// The suite's connection, shared as `connect` shares it: one server check
+/// per connection.
+type Conn = lease_smol::Shared<redis_rs::Conn>;
 use lease_core::{Assignment, OptionsError};
 use lease_smol::CancelToken;
 
@@ -28,11 +32,11 @@ impl<const ON_ASYNC_STD: bool> Adapter for Smol<ON_ASYNC_STD> {
     }
 
     async fn connect(url: &str) -> Conn {
-        Conn::manager(url).await
+        Conn::new(redis_rs::Conn::manager(url).await)
     }
 
     async fn connect_cluster(urls: &[String]) -> Conn {
-        Conn::cluster(urls).await
+        Conn::new(redis_rs::Conn::cluster(urls).await)
     }
 
     fn discover(
@@ -88,8 +92,10 @@ mod tls {
             let manager = ConnectionManager::new(client)
                 .await
                 .expect("a TLS connection");
-            lease_conformance::tls::group_settles_over_tls::<Smol<false>>(&Conn::Manager(manager))
-                .await;
+            lease_conformance::tls::group_settles_over_tls::<Smol<false>>(&Conn::new(
+                redis_rs::Conn::Manager(manager),
+            ))
+            .await;
         });
     }
 

@@ -1,5 +1,6 @@
 -- lease: Arrival counting, the original n-and-i protocol (after prelude.lua).
 -- Reply: {1, k, sec, usec, index in k (0-based), count of k-1 or -1}
+refresh_rules()
 local x = redis.call('INCR', KEYS[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 local prev = redis.call('GET', KEYS[2])

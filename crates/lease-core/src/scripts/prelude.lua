@@ -24,12 +24,23 @@ end
 if k ~= tonumber(ARGV[3]) then
   return {0, k, sec, usec}
 end
--- Recorded by the first registration, refreshed by every matching one: the
--- record outlives the last lease granted under it (3L against 2L). A record
--- that is there holds exactly ARGV[4] (checked above), so renewing its TTL
--- leaves what SET would, for less of Redis's time.
-if rules then
-  redis.call('PEXPIRE', KEYS[3], ARGV[2])
-else
+-- The TTL must be a positive integer as Redis writes one (no sign, no
+-- leading zero) before anything is written: the counting part writes
+-- first and renews TTLs after, and must not fail between the two.
+if not (string.find(ARGV[2], '^[1-9]%d*$') and #ARGV[2] <= 15) then
+  return redis.error_reply('ERR lease: the key TTL is not a positive integer')
+end
+-- Recorded by the first registration, renewed by each counting part
+-- (refresh_rules) whenever it adds a member: every lease granted in k
+-- comes from a registration whose member was added in k, at kL or later,
+-- so the record outlives it (3L against 2L). A record that is there holds
+-- exactly ARGV[4] (checked above), so renewing its TTL leaves what SET
+-- would, for less of Redis's time.
+if not rules then
   redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[2])
+end
+local function refresh_rules()
+  if rules then
+    redis.call('PEXPIRE', KEYS[3], ARGV[2])
+  end
 end

@@ -77,7 +77,8 @@ if ARGV[6] and string.find(ARGV[6], '^%d+$') then
     end
   end
 end
-if position < 0 then
+-- An empty (or missing) closed set holds no one: nothing to look up.
+if position < 0 and size > 0 then
   local raw = redis.call('ZSCORE', KEYS[2], member)
   if raw then
     local carried = tonumber(raw)
@@ -138,6 +139,18 @@ else
     score = 9007199254740992
   end
 end
-redis.call('ZADD', KEYS[1], 'NX', score, member)
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+-- Only the registration that creates the set of k sets its TTL and renews
+-- the rules record: both then last from kL or later for 3L, past every
+-- lease granted in k (each ends by (k+2)L), and a set's members leave it
+-- only all together (expiry, or ZREM of the last, which deletes the key,
+-- so the next ZADD creates it again). A write costs Redis more than a
+-- read, so the other n-1 registrations of an interval read ZCARD instead
+-- of writing two TTLs, and a repeat (ZADD NX adds nothing) does neither. A
+-- set whose only member is the one just added did not exist before: Redis
+-- keeps no empty sorted set.
+if redis.call('ZADD', KEYS[1], 'NX', score, member) == 1
+    and redis.call('ZCARD', KEYS[1]) == 1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  refresh_rules()
+end
 return {status, k, sec, usec, position, size}

@@ -28,6 +28,8 @@ pub(super) struct Config {
     /// The rules this worker follows (rule 12), and their encoding.
     pub(super) rules: GroupRules,
     pub(super) rules_record: String,
+    /// Rule 8: the first request waits for its point of the first interval.
+    pub(super) start_spread: bool,
     /// Rule 14: an unrenewed part is served until its deadline minus this.
     pub(super) drain_budget: i64,
     /// Rule 16: leave gracefully on cancellation.
@@ -63,9 +65,25 @@ impl Config {
             drain_budget: i64::try_from(o.effective_drain_budget().as_micros()).unwrap_or(i64::MAX),
             graceful_leave: o.graceful_leave(),
             member: o.member,
+            start_spread: o.start_spread,
             #[cfg(feature = "negative-controls")]
             control: o.negative_control,
         })
+    }
+
+    /// Rule 8: how long after its start (local microseconds) a worker with
+    /// `identity` sends its first request, the clock probe: with
+    /// `start_spread`, a point of `[0, L)` drawn from the identity (else at
+    /// once), so that the workers of a process
+    /// started at once (30,000 groups) reach Redis spread over an interval
+    /// instead of in one burst. The probe writes nothing, so when it is
+    /// sent bears on no safety rule; it delays a first lease by `L/2` on
+    /// average.
+    pub(super) fn start_delay(&self, identity: super::Identity) -> i64 {
+        if !self.start_spread {
+            return 0;
+        }
+        (identity.start_fraction() * self.l as f64) as i64
     }
 
     /// Whether the test-only `control` breaks its rule in this run: always

@@ -59,6 +59,13 @@ impl Identity {
     pub(crate) fn spread_fraction(self) -> f64 {
         ((self.0 >> 64) as u64) as f64 / 18_446_744_073_709_551_616.0
     }
+
+    /// A second number in `[0, 1)` from the identity, independent of
+    /// [`Identity::spread_fraction`] (the low half, mixed): where in its
+    /// first interval the worker sends its first request (rule 8).
+    pub(crate) fn start_fraction(self) -> f64 {
+        id_hash(self.0 as u64) as f64 / 18_446_744_073_709_551_616.0
+    }
 }
 
 impl Display for Identity {

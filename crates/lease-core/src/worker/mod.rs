@@ -124,14 +124,17 @@ impl Worker {
     /// options are invalid. (`options.identity` and `options.cancel` are the
     /// driver's; the state machine takes its identity here.)
     ///
-    /// The first event is the idle value; the first registration is due at
-    /// once.
+    /// The first event is the idle value; the first registration (the clock
+    /// probe) is due at once, or with [`Options::start_spread`] at a point
+    /// of the first interval drawn from the identity (rule 8), so that
+    /// thousands of workers started at once do not all send at once.
     pub fn new<C>(
         options: &Options<C>,
         identity: Identity,
         now: Instant,
     ) -> Result<Self, OptionsError> {
         let cfg = Config::new(options)?;
+        let first_send = cfg.start_delay(identity);
         let clock = LocalClock::new(now);
         let mut events = VecDeque::with_capacity(4);
         events.push_back(Event::Assignment(Assignment::Idle(Idle {
@@ -154,7 +157,7 @@ impl Worker {
             refused: None,
             member_in_use: None,
             schedule: Schedule {
-                fire_at: Some(0),
+                fire_at: Some(first_send),
                 ..Schedule::default()
             },
             ready: None,

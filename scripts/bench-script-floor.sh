@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# docs/benchmarks.md, "Real Redis: the registration against an empty script":
+# Redis's side of one Ranked registration (INFO commandstats, usec per call
+# of EVALSHA) against the floor, a script that only returns, called with the
+# same 3 keys and 6 arguments, side by side on one redis-server started for
+# it: same connections (50), same pipelining (1 and 16), same 30,000 groups
+# (redis-benchmark's __rand_int__), in turns (ours, the floor, ours, ...).
+#   first:   fresh keys, a newcomer's arguments (ARGV[6] = -1): a group's
+#            first registrations (those of scripts/bench-redis-ceiling.sh);
+#   settled: every group's closed interval holds the token at position 0
+#            and its rules record is there; the token sends 0 (a keeper).
+# Usage: scripts/bench-script-floor.sh [DIR] [ROUNDS]   DIR holds prelude.lua
+#        and ranked.lua (default crates/lease-core/src/scripts), ROUNDS 2.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+for tool in redis-server redis-cli redis-benchmark python3; do
+  command -v "$tool" >/dev/null || { echo "$tool not found" >&2; exit 1; }
+done
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+dir=$(mktemp -d)
+trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
+redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" --daemonize yes >/dev/null
+for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+scripts="${1:-crates/lease-core/src/scripts}"
+rounds="${2:-2}"
+cat "$scripts/prelude.lua" "$scripts/ranked.lua" > "$dir/ranked.lua"
+ours=$(redis-cli -p "$port" script load "$(cat "$dir/ranked.lua")")
+floor=$(redis-cli -p "$port" script load "return {1, 0, 0, 0, -1, 0}")
+token=0123456789abcdef0123456789abcdef
+rules="2:86400000:ranked:modulo"
+groups=30000
+calls=200000
+
+# Lays out the settled state of every group redis-benchmark will name.
+settle() {
+  redis-cli -p "$port" eval "
+    for i = 0, tonumber(ARGV[1]) - 1 do
+      local g = string.format('{scale-%012d}', i)
+      redis.call('ZADD', g .. ':k1', 0, ARGV[2])
+      redis.call('SET', g .. ':rules', ARGV[3], 'PX', 259200000)
+    end
+    return 1" 0 "$groups" "$token" "$rules" >/dev/null
+}
+
+# One run: prints "registrations/s usec_per_call".
+run() { # sha case pipelined
+  local sha=$1 case=$2 p=$3 sent
+  redis-cli -p "$port" flushall >/dev/null
+  if [ "$case" = settled ]; then settle; sent=0; else sent=-1; fi
+  redis-cli -p "$port" config resetstat >/dev/null
+  # Interval one day, so every call lands in the interval it names.
+  local day=$(( $(redis-cli -p "$port" time | head -1) / 86400 ))
+  local rps usec
+  rps=$(redis-benchmark -p "$port" -q -n "$calls" -r "$groups" -c 50 -P "$p" \
+    evalsha "$sha" 3 "{scale-__rand_int__}:k" "{scale-__rand_int__}:k1" "{scale-__rand_int__}:rules" \
+    86400000 259200000 "$day" "$rules" "$token" "$sent" 2>&1 |
+    tr '\r' '\n' | grep "requests per second" | tail -1 | sed 's/.*: \([0-9.]*\) requests per second.*/\1/')
+  usec=$(redis-cli -p "$port" info commandstats | grep '^cmdstat_evalsha:' | sed 's/.*usec_per_call=\([0-9.]*\).*/\1/')
+  echo "$rps $usec"
+}
+
+echo "| case | pipelined | round | ours µs/call | empty µs/call | ratio | ours calls/s | empty calls/s | ratio |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+for case in ${CASES-first settled}; do
+  for p in 1 16; do
+    for r in $(seq "$rounds"); do
+      read -r ours_rps ours_us < <(run "$ours" "$case" "$p")
+      read -r floor_rps floor_us < <(run "$floor" "$case" "$p")
+      python3 - "$case" "$p" "$r" "$ours_us" "$floor_us" "$ours_rps" "$floor_rps" <<'PY'
+import sys
+case, p, r, ou, fu, orps, frps = sys.argv[1:]
+ou, fu, orps, frps = map(float, (ou, fu, orps, frps))
+print(f"| {case} | {p} | {r} | {ou:.2f} | {fu:.2f} | {ou/fu:.2f} | {orps:,.0f} | {frps:,.0f} | {orps/frps:.2f} |")
+PY
+    done
+  done
+done
+# Once per member: every call is a member's one registration of the
+# interval (what a settled group sends), 10,000 groups of 16, piped over one
+# connection (redis-cli --pipe): "newcomers" into fresh groups (ARGV[6] =
+# -1), "keepers" with the closed set laid out and each sending its position.
+once() { # sha case
+  local sha=$1 case=$2
+  redis-cli -p "$port" flushall >/dev/null
+  local day=$(( $(redis-cli -p "$port" time | head -1) / 86400 ))
+  if [ "$case" = keepers ]; then
+    redis-cli -p "$port" eval "
+      for g = 0, 9999 do
+        for j = 0, 15 do
+          redis.call('ZADD', '{m-' .. g .. '}:k1', j, string.format('%032x', g * 16 + j))
+        end
+        redis.call('SET', '{m-' .. g .. '}:rules', ARGV[1], 'PX', 259200000)
+      end
+      return 1" 0 "$rules" >/dev/null
+  fi
+  python3 - "$sha" "$day" "$rules" "$case" > "$dir/once.resp" <<'PY'
+import sys
+sha, day, rules, case = sys.argv[1:]
+out = sys.stdout.buffer
+def cmd(*args):
+    out.write(b"*%d\r\n" % len(args))
+    for a in args:
+        a = a.encode()
+        out.write(b"$%d\r\n%s\r\n" % (len(a), a))
+for j in range(16):
+    for g in range(10000):
+        sent = str(j) if case == "keepers" else "-1"
+        cmd("EVALSHA", sha, "3", "{m-%d}:k" % g, "{m-%d}:k1" % g, "{m-%d}:rules" % g,
+            "86400000", "259200000", day, rules, "%032x" % (g * 16 + j), sent)
+PY
+  redis-cli -p "$port" config resetstat >/dev/null
+  redis-cli -p "$port" --pipe < "$dir/once.resp" >/dev/null
+  redis-cli -p "$port" info commandstats | grep '^cmdstat_evalsha:' | sed 's/.*usec_per_call=\([0-9.]*\).*/\1/'
+}
+echo
+echo "| once per member | round | ours µs/call | empty µs/call | ratio |"
+echo "| --- | --- | --- | --- | --- |"
+for case in newcomers keepers; do
+  for r in $(seq "$rounds"); do
+    ours_us=$(once "$ours" "$case")
+    floor_us=$(once "$floor" "$case")
+    python3 -c "import sys; o, f = map(float, sys.argv[3:]); print(f'| {sys.argv[1]} | {sys.argv[2]} | {o:.2f} | {f:.2f} | {o/f:.2f} |')" "$case" "$r" "$ours_us" "$floor_us"
+  done
+done
+echo
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $(redis-server --version | cut -d' ' -f3)"
