@@ -248,17 +248,13 @@ impl Reply {
                 (rank, Some(size))
             }
         };
-        let counted = Counted {
+        let wrap = [Reply::Counted, Reply::MemberInUse][usize::from(status == 3)];
+        Ok(wrap(Counted {
             interval,
             server_time,
             position,
             count,
-        };
-        Ok(if status == 3 {
-            Reply::MemberInUse(counted)
-        } else {
-            Reply::Counted(counted)
-        })
+        }))
     }
 }
 

@@ -118,8 +118,8 @@ pub struct RunReport {
     pub observed: Vec<Observed>,
 }
 
-/// Plays one randomized run.
-pub fn random_run(cfg: &RunConfig) -> Result<RunReport, OptionsError> {
+/// The options of every worker of a run (before member names).
+fn run_options(cfg: &RunConfig) -> Options {
     let options = Options::new("sim", cfg.interval).with_gap(cfg.gap);
     let mut options = match cfg.mode {
         Mode::Arrival => options.with_counting(Counting::Arrival),
@@ -135,7 +135,12 @@ pub fn random_run(cfg: &RunConfig) -> Result<RunReport, OptionsError> {
             options = options.with_spread(s);
         }
     }
-    let options = (cfg.customize)(options);
+    (cfg.customize)(options)
+}
+
+/// Plays one randomized run.
+pub fn random_run(cfg: &RunConfig) -> Result<RunReport, OptionsError> {
+    let options = run_options(cfg);
     let mut sim_cfg = SimConfig::new(cfg.seed, options.clone());
     sim_cfg.network = cfg.network.clone();
     let mut sim = Sim::new(sim_cfg)?;

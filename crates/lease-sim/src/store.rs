@@ -356,15 +356,8 @@ impl SimStore {
         ttl_ms: i64,
     ) -> Result<(i64, [i64; 2]), StoreError> {
         let token = args.get(4).ok_or(StoreError::BadArguments("token"))?;
-        // Rule 18: under a member name the set member is the name, and the
-        // member record decides whether the token holds it.
-        let (status, member) = match args.get(6) {
-            Some(name) => (
-                self.member_status(keys[3], name, token, k, now_us, ttl_ms)?,
-                format!("m:{name}"),
-            ),
-            None => (1, token.clone()),
-        };
+        // Rule 18: the set member and the reply's status.
+        let (status, member) = self.member_of(keys[3], args, token, k, now_us, ttl_ms)?;
         let token = &member;
         // `tonumber(ARGV[6])`: what does not read as a number
         // counts as a newcomer's -1, as in the script.

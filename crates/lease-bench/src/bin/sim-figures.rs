@@ -318,6 +318,9 @@ fn judge(mapping: Mapping) -> lease_history::Mapping {
 struct Variant {
     name: &'static str,
     options: fn() -> Options,
+    /// Rule 18: worker `j` registers under member name `m{j}`, and a
+    /// replacement under its predecessor's.
+    members: bool,
 }
 
 impl Variant {
@@ -351,9 +354,21 @@ fn start_variant(
     cfg.network = network;
     let mut sim = Sim::new(cfg).expect("valid options");
     let ws = (0..n0)
-        .map(|_| sim.schedule_join(L.mul_f64(scenario.unit())))
+        .map(|j| join_as(&mut sim, v, j, L.mul_f64(scenario.unit())))
         .collect();
     (sim, ws)
+}
+
+/// Schedules a worker at `at`: under member name `m{j}` if `v` uses names.
+fn join_as(sim: &mut Sim, v: Variant, j: usize, at: Duration) -> WorkerId {
+    if !v.members {
+        return sim.schedule_join(at);
+    }
+    let o = v
+        .options()
+        .with_member(&format!("m{j}"))
+        .expect("a valid name");
+    sim.schedule_join_with(at, o).expect("valid options")
 }
 
 /// The join window's task coverage for one seed, and the checker's findings.
@@ -431,6 +446,7 @@ fn leave_figures(seeds: u64) {
                     .with_graceful_leave(true)
                     .with_drain_budget(G)
             },
+            members: false,
         },
         Variant {
             name: "ranked, graceful leave, b = 0",
@@ -439,14 +455,17 @@ fn leave_figures(seeds: u64) {
                     .with_graceful_leave(true)
                     .with_drain_budget(Duration::ZERO)
             },
+            members: false,
         },
         Variant {
             name: "ranked, plain cancel (kept leases, b = G)",
             options: || classic(Mode::Ranked).with_drain_budget(G),
+            members: false,
         },
         Variant {
             name: "arrival (the original)",
             options: || classic(Mode::Arrival),
+            members: false,
         },
     ];
     let mut table = Table::new(&[
@@ -499,6 +518,10 @@ enum Scenario {
     /// at `event + 4 j L`; its replacement joins 4 L later, as the next one
     /// leaves.
     Roll4,
+    /// Rolling restart 4 L apart, each replacement started at once: worker
+    /// `j` is cancelled at `event + 4 j L` and its replacement (under its
+    /// member name, for a variant with names) joins at the same instant.
+    Roll4Now,
     /// The worker at position `n0 / 2` misses exactly one registration: its
     /// process is frozen for exactly `L` from `15 L + U(0, G/2)`, which
     /// holds that interval's firing instant and no other.
@@ -506,11 +529,12 @@ enum Scenario {
 }
 
 impl Scenario {
-    const ALL: [Scenario; 5] = [
+    const ALL: [Scenario; 6] = [
         Scenario::Join,
         Scenario::Cancel,
         Scenario::Crash,
         Scenario::Roll4,
+        Scenario::Roll4Now,
         Scenario::Stall1,
     ];
 
@@ -520,6 +544,7 @@ impl Scenario {
             Scenario::Cancel => "one departure (cancel)",
             Scenario::Crash => "one departure (crash)",
             Scenario::Roll4 => "rolling restart, 4 L apart",
+            Scenario::Roll4Now => "rolling restart, 4 L apart, replacement at once",
             Scenario::Stall1 => "one missed registration",
         }
     }
@@ -619,10 +644,11 @@ fn scenario_run(
             sim.act(Action::Stall(middle?, L));
             t + L * WINDOW
         }
-        Scenario::Roll4 => {
+        Scenario::Roll4 | Scenario::Roll4Now => {
+            let delay = u32::from(scenario == Scenario::Roll4);
             for (j, &w) in ws.iter().enumerate() {
                 sim.schedule(t + L * (4 * j as u32), Action::Cancel(w));
-                sim.schedule_join(t + L * (4 * (j as u32 + 1)));
+                join_as(&mut sim, v, j, t + L * (4 * (j as u32 + delay)));
             }
             t + L * (4 * n0 as u32 + WINDOW)
         }
@@ -662,14 +688,22 @@ fn scenario_figures(seeds: u64, only: &str) {
         Variant {
             name: "default (Options::new)",
             options: || Options::new("g", L),
+            members: false,
+        },
+        Variant {
+            name: "default with member names",
+            options: || Options::new("g", L),
+            members: true,
         },
         Variant {
             name: "whole pairs (modulo)",
             options: || Options::new("g", L).with_handover(Handover::WholePairs),
+            members: false,
         },
         Variant {
             name: "arrival (the original)",
             options: || Options::new("g", L).with_counting(Counting::Arrival),
+            members: false,
         },
     ];
     let mut table = Table::new(&[
@@ -792,18 +826,22 @@ fn drain_budget_figures(seeds: u64, only: &str) {
         Variant {
             name: "b = 0",
             options: || Options::new("g", L).with_drain_budget(Duration::ZERO),
+            members: false,
         },
         Variant {
             name: "b = G/2",
             options: || Options::new("g", L).with_drain_budget(G / 2),
+            members: false,
         },
         Variant {
             name: "b = L/10",
             options: || Options::new("g", L).with_drain_budget(L / 10),
+            members: false,
         },
         Variant {
             name: "b = G",
             options: || Options::new("g", L).with_drain_budget(G),
+            members: false,
         },
     ];
     let mut heads = vec!["scenario".to_owned(), "regime".to_owned(), "n0".to_owned()];
@@ -881,14 +919,17 @@ fn handover_figures(seeds: u64) {
         Variant {
             name: "ranked, kept leases, b = G",
             options: || classic(Mode::Ranked).with_drain_budget(G),
+            members: false,
         },
         Variant {
             name: "ranked, kept leases, b = 0",
             options: || classic(Mode::Ranked).with_drain_budget(Duration::ZERO),
+            members: false,
         },
         Variant {
             name: "arrival (the original)",
             options: || classic(Mode::Arrival),
+            members: false,
         },
     ];
     let mut table = Table::new(&[

@@ -58,3 +58,52 @@ impl Worker {
         false
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use crate::{Assignment, Event, Identity, IdleReason, Options, Worker};
+
+    #[test]
+    fn a_named_worker_sends_its_name_and_a_status_3_reply_grants_nothing() {
+        let t0 = Instant::now();
+        let o: Options = Options::new("g", Duration::from_millis(1000))
+            .with_member("web-3")
+            .unwrap();
+        let mut w = Worker::new(&o, Identity::seeded(1, 0), t0).unwrap();
+        assert_eq!(w.member().map(|m| m.to_string()), Some("web-3".into()));
+        while w.poll_event().is_some() {}
+        w.handle_timeout(t0);
+        let probe = w.poll_transmit().expect("the probe");
+        assert_eq!(probe.keys[3], "{g}:members");
+        assert_eq!(probe.args.len(), 7);
+        assert_eq!(probe.args[6], "web-3");
+        let id = probe.id;
+        // Interval 100 at 100.3 s: the probe named interval 1.
+        w.handle_reply(t0, id, &[0, 100, 100, 300_000]).unwrap();
+        let mut now = t0;
+        let mut replied = false;
+        for _ in 0..200 {
+            now += Duration::from_millis(5);
+            w.handle_timeout(now);
+            if let Some(t) = w.poll_transmit() {
+                let id = t.id;
+                let k: i64 = t.args[2].parse().unwrap();
+                let us = (k * 1000 + 400) * 1000;
+                w.handle_reply(now, id, &[3, k, us / 1_000_000, us % 1_000_000, 1, 3])
+                    .unwrap();
+                replied = true;
+                break;
+            }
+        }
+        assert!(replied, "a registration was sent");
+        let refused = std::iter::from_fn(|| w.poll_event()).any(|e| {
+            matches!(e, Event::Assignment(Assignment::Idle(i))
+                if matches!(i.reason, IdleReason::MemberInUse(why) if why.member.as_str() == "web-3"))
+        });
+        assert!(refused, "no member-in-use idle value");
+        assert!(w.member_in_use().is_some());
+        assert!(w.lease_at(now).is_none());
+    }
+}

@@ -35,6 +35,28 @@ impl SimStore {
         self.pexpire(key, now_us, ttl_ms);
     }
 
+    /// Rule 18 for a Ranked registration of `token` in `k` with `args`:
+    /// the sorted-set member (the token, or `m:` and the member name,
+    /// `ARGV[7]`) and the reply's status (1, or 3 when another token holds
+    /// the name).
+    pub(super) fn member_of(
+        &mut self,
+        key: &str,
+        args: &[String],
+        token: &str,
+        k: i64,
+        now_us: i64,
+        ttl_ms: i64,
+    ) -> Result<(i64, String), StoreError> {
+        match args.get(6) {
+            Some(name) => Ok((
+                self.member_status(key, name, token, k, now_us, ttl_ms)?,
+                format!("m:{name}"),
+            )),
+            None => Ok((1, token.to_owned())),
+        }
+    }
+
     /// The member record's step of `ranked.lua` for `token` registering
     /// under `name` in interval `k`: the reply's status, 1 if the token
     /// holds the name (the record then names it with interval `k`), 3 if
