@@ -125,7 +125,7 @@ impl SimArgs {
     fn options_text(&self) -> String {
         let or_default = |v: Option<String>| v.unwrap_or_else(|| "default".to_owned());
         format!(
-            "gap={} drain_budget_ms={} spread={} graceful_leave={}",
+            "gap={} drain_budget_ms={} spread={} graceful_leave={} members={}",
             self.gap,
             or_default(self.drain_budget_ms.map(|b| b.to_string())),
             or_default(self.spread.map(|s| match s {
@@ -133,6 +133,7 @@ impl SimArgs {
                 Spread::Max => "max".to_owned(),
             })),
             !self.no_graceful_leave,
+            self.members,
         )
     }
 

@@ -564,7 +564,7 @@ fn sim_plays_a_checked_run_and_writes_its_history() {
     assert!(text(&out).1.contains("invalid options"));
 }
 
-/// `--drain-budget-ms`, `--spread` and `--graceful-leave` reach the run
+/// `--drain-budget-ms`, `--spread`, `--graceful-leave` and `--members` reach the run
 /// (the verdict line differs from the same seed's at the defaults) at the
 /// ends of their ranges, and a value outside a range exits 2 with the
 /// options error's message.
@@ -596,12 +596,14 @@ fn sim_takes_the_drain_budget_spread_and_graceful_leave_over_their_ranges() {
         &["--spread", "0"][..],
         &["--spread", "max"][..],
         &["--no-graceful-leave"][..],
+        &["--members"][..],
     ] {
         let (first, last) = last_line(extra);
         assert!(last.starts_with("checker: ok "), "{extra:?}: {last}");
         assert_ne!(last, default, "{extra:?} changed nothing");
         let shown = match extra {
             ["--no-graceful-leave"] => "graceful_leave=false".to_owned(),
+            ["--members"] => "members=true".to_owned(),
             [flag, value] => format!("{}={value}", flag[2..].replace('-', "_")),
             _ => unreachable!(),
         };
