@@ -254,7 +254,8 @@ async fn run(
     let mut replaced = watch(server, &log, l, WINDOW, true).await;
 
     let crashed_at = Instant::now();
-    if let Some(w) = lock(&log).covering_worker() {
+    let victim = lock(&log).covering_worker();
+    if let Some(w) = victim {
         workers[w].task.abort();
         lock(&log).close(w, crashed_at, HoldingEnd::Released);
     }
@@ -291,6 +292,8 @@ fn main() {
         }
     }
     let l = Duration::from_millis(interval_ms);
+    // The recorder before any worker, whose metrics handles are taken at start.
+    Totals::global();
     header(
         &format!("Real Redis: one group of N workers over one connection, L = {interval_ms} ms"),
         "scripts/bench-redis.sh big",
