@@ -235,7 +235,7 @@ async fn run(
     l: Duration,
     intervals: u32,
 ) -> (Option<f64>, [Phase; 3]) {
-    let conn = lease_redis::connect(&server.url()).await.expect("connect");
+    let conn = lease_redis::connect(server.url()).await.expect("connect");
     let t0 = Instant::now();
     let log: Shared = Arc::new(Mutex::new(Log::new(t0)));
     let mut workers: Vec<Running> = (0..n).map(|w| spawn(&conn, w, l, &log)).collect();
