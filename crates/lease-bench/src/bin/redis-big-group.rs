@@ -228,13 +228,13 @@ fn cover(log: &Shared, from: Instant, l: Duration, phase: &mut Phase) {
     phase.unheld_l = c.unheld_us_in(a, b) / l.as_micros() as f64;
 }
 
-/// One size: the cold start (in L) and the settled, replaced and crash phases.
+/// One size: the cold start (in L; or how many held after 30 L) and the settled, replaced and crash phases.
 async fn run(
     server: &RedisServer,
     n: usize,
     l: Duration,
     intervals: u32,
-) -> (Option<f64>, [Phase; 3]) {
+) -> (Result<f64, usize>, [Phase; 3]) {
     let conn = lease_redis::connect(server.url()).await.expect("connect");
     let t0 = Instant::now();
     let log: Shared = Arc::new(Mutex::new(Log::new(t0)));
@@ -242,7 +242,8 @@ async fn run(
     while lock(&log).holding() < n && t0.elapsed() < l * 30 {
         tokio::time::sleep(l / 50).await;
     }
-    let cold = (lock(&log).holding() >= n).then(|| t0.elapsed().as_secs_f64() / l.as_secs_f64());
+    let holding = lock(&log).holding();
+    let cold = (holding >= n).then(|| t0.elapsed().as_secs_f64() / l.as_secs_f64());
     tokio::time::sleep(l * 3).await;
     let settled = watch(server, &log, l, intervals, false).await;
 
@@ -265,7 +266,7 @@ async fn run(
     for w in workers {
         w.task.abort();
     }
-    (cold, [settled, replaced, crash])
+    (cold.ok_or(holding), [settled, replaced, crash])
 }
 
 fn main() {
@@ -333,8 +334,8 @@ fn main() {
                 n.to_string(),
                 name,
                 match (k, cold) {
-                    (0, Some(c)) => format!("{c:.2} L"),
-                    (0, None) => "not within 30 L".to_owned(),
+                    (0, Ok(c)) => format!("{c:.2} L"),
+                    (0, Err(h)) => format!("not within 30 L ({h} holding)"),
                     _ => String::new(),
                 },
                 p.changes.to_string(),
