@@ -3,6 +3,7 @@
 # a free loopback port (lease-testkit), never the system's 6379.
 #   scripts/bench-redis.sh settled     16 workers, 1,000 intervals at 300/200/100/75/50 ms (~13 min)
 #   scripts/bench-redis.sh scale       10,000 groups over one connection, L = 1 s, both modes (~3 min)
+#   scripts/bench-redis.sh big         one group of 1,000/5,000/10,000 workers, L = 1 s (~2 min per size)
 #   scripts/bench-redis.sh throughput  registrations/s against redis-benchmark (~1 min)
 #   scripts/bench-redis.sh alloc       allocations per registration through each adapter (~30 s)
 #   scripts/bench-redis.sh all         the three, in this order
@@ -23,6 +24,7 @@ bin=target/release
 case "$what" in
   settled) "$bin/redis-settled" "$@" ;;
   scale) "$bin/redis-scale" "$@" ;;
+  big) "$bin/redis-big-group" "$@" ;;
   throughput) "$bin/redis-throughput" "$@" ;;
   alloc) "$bin/alloc-count" --adapters "$@" ;;
   all)
@@ -30,5 +32,5 @@ case "$what" in
     "$bin/redis-scale"
     "$bin/redis-throughput"
     ;;
-  *) echo "usage: $0 [settled|scale|throughput|alloc|all] [args]" >&2; exit 2 ;;
+  *) echo "usage: $0 [settled|scale|big|throughput|alloc|all] [args]" >&2; exit 2 ;;
 esac

@@ -12,6 +12,7 @@
 //! | `alloc-count` | heap allocations per registration in steady state |
 //! | `redis-settled` | real Redis: shortest interval at which 16 workers stay settled |
 //! | `redis-scale` | real Redis: 10,000 groups over one connection |
+//! | `redis-big-group` | real Redis: one group of 1,000-10,000 workers over one connection |
 //! | `redis-throughput` | real Redis: registrations per second against `redis-benchmark` |
 //!
 //! The criterion benchmarks of each `handle_*` call are `benches/core.rs`

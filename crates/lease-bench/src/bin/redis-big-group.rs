@@ -1,0 +1,357 @@
+//! Real Redis on loopback: one group of N workers in one process, all on
+//! one `lease_redis::connect` connection (one server check for all), with
+//! the start spread on and the widest Ranked spread, at `L = 1 s`:
+//!
+//! 1. a cold start: the time until every worker holds, in L;
+//! 2. `--intervals` settled intervals: lease changes, expiries, Redis CPU per
+//!    registration (`INFO commandstats`, usec / calls of the script) and the
+//!    registration round trip p99;
+//! 3. a quarter of the workers replaced at once (N/4 cancelled, N/4 new
+//!    started), then one crash (a holding worker's stream dropped): over
+//!    `[event, event + 6 L)` the window task coverage (the tasks `0..1024`
+//!    held by exactly one worker, time-weighted, lease-history's
+//!    `TaskCoverage` over the holdings the streams reported), the Redis CPU
+//!    per registration of the costliest interval of the six, and p99.
+//!
+//! A holding starts when a stream yields a lease and ends when it yields the
+//! next value, or when the worker is crashed (it stops working then, though
+//! Redis still counts its registration until it runs out).
+//!
+//! Usage: `redis-big-group [--workers N[,N..]] [--intervals N] [--interval-ms MS]`
+//! (default 1,000, 5,000 and 10,000 workers, 60 intervals of 1,000 ms).
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use lease_bench::redis::{Totals, command_stats, reset_stats, server_version};
+use lease_bench::{Table, header, load_average, percentile};
+use lease_history::checker::{Holding, HoldingEnd, TaskCoverage};
+use lease_history::tasks::TaskSet;
+use lease_history::{Mapping, Part};
+use lease_redis::CancellationToken;
+use lease_testkit::RedisServer;
+
+/// Intervals watched after each event.
+const WINDOW: u32 = 6;
+
+/// What the workers' streams reported, as holdings for lease-history.
+struct Log {
+    t0: Instant,
+    /// The holding each worker has open, by worker id.
+    open: Vec<Option<Holding>>,
+    closed: Vec<Holding>,
+    /// Stream values yielded after the opening idle one.
+    changes: u64,
+    mapping: Mapping,
+}
+
+impl Log {
+    fn new(t0: Instant) -> Self {
+        Self {
+            t0,
+            open: Vec::new(),
+            closed: Vec::new(),
+            changes: 0,
+            mapping: Mapping::Modulo,
+        }
+    }
+
+    fn us(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.t0).as_micros() as u64
+    }
+
+    fn holding(&self) -> usize {
+        self.open.iter().flatten().count()
+    }
+
+    fn close(&mut self, w: usize, at: Instant, end: HoldingEnd) {
+        let end_us = self.us(at);
+        if let Some(mut h) = self.open.get_mut(w).and_then(Option::take) {
+            h.end_us = end_us;
+            h.end = end;
+            self.closed.push(h);
+        }
+    }
+
+    /// A value of worker `w`'s stream at `at`.
+    fn yielded(&mut self, w: usize, at: Instant, lease: Option<&lease_core::Lease>) {
+        if self.open.len() <= w {
+            self.open.resize(w + 1, None);
+        }
+        let had = self.open[w].is_some();
+        if had || lease.is_some() {
+            self.changes += 1;
+        }
+        self.close(w, at, HoldingEnd::Replaced);
+        let Some(lease) = lease else { return };
+        self.mapping = match lease.mapping() {
+            lease_core::Mapping::Consistent => Mapping::Consistent,
+            _ => Mapping::Modulo,
+        };
+        let parts: Vec<Part> = lease
+            .history_parts()
+            .into_iter()
+            .map(|(i, n, pi, pn, token)| Part {
+                i,
+                n,
+                pi,
+                pn,
+                token,
+            })
+            .collect();
+        let newest = lease.newest_pair();
+        let start_us = self.us(at);
+        self.open[w] = Some(Holding {
+            worker: w.to_string(),
+            i: newest.map_or(0, |p| p.i()),
+            n: newest.map_or(0, |p| p.n()),
+            token: lease.token(),
+            start_us,
+            end_us: start_us,
+            end: HoldingEnd::EndOfHistory,
+            parts,
+            renewed: None,
+        });
+    }
+
+    /// Every holding, the open ones cut at `at`.
+    fn holdings(&self, at: Instant) -> Vec<Holding> {
+        let end_us = self.us(at);
+        let open = self.open.iter().flatten().cloned().map(|mut h| {
+            h.end_us = end_us;
+            h
+        });
+        self.closed.iter().cloned().chain(open).collect()
+    }
+
+    /// A worker whose holding covers at least one of the tasks.
+    fn covering_worker(&self) -> Option<usize> {
+        self.open.iter().position(|h| {
+            h.as_ref().is_some_and(|h| {
+                h.parts
+                    .iter()
+                    .any(|p| !TaskSet::part(self.mapping, p).is_empty())
+            })
+        })
+    }
+}
+
+type Shared = Arc<Mutex<Log>>;
+
+fn lock(log: &Shared) -> std::sync::MutexGuard<'_, Log> {
+    log.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A running worker: dropping `task` crashes it, cancelling `cancel` makes
+/// it leave.
+struct Running {
+    task: tokio::task::JoinHandle<()>,
+    cancel: CancellationToken,
+}
+
+fn spawn(
+    conn: &lease_redis::Shared<lease_redis::redis::aio::ConnectionManager>,
+    w: usize,
+    l: Duration,
+    log: &Shared,
+) -> Running {
+    let o: lease_core::Options = lease_core::Options::new("big", l).with_start_spread(true);
+    let widest = o.max_spread();
+    let cancel = CancellationToken::new();
+    let options: lease_redis::Options = o
+        .with_spread(widest)
+        .with_cancel_type()
+        .with_cancel(cancel.clone());
+    let mut pairs = lease_redis::discover(conn.clone(), options).expect("valid options");
+    let log = log.clone();
+    let task = tokio::spawn(async move {
+        while let Some(a) = pairs.next().await {
+            lock(&log).yielded(w, Instant::now(), a.lease());
+        }
+    });
+    Running { task, cancel }
+}
+
+/// One phase's figures.
+#[derive(Default)]
+struct Phase {
+    changes: u64,
+    expiries: u64,
+    /// Script usec per call: the whole phase (settled) or its costliest
+    /// interval (after an event).
+    usec_per_call: f64,
+    p99_ms: f64,
+    coverage: Option<f64>,
+    /// Per task, the mean time held by nobody, in L.
+    unheld_l: f64,
+    load: f64,
+}
+
+/// Watches `count` intervals from now: with `each`, the script's cost is
+/// read per interval and the costliest kept; otherwise over the whole span.
+async fn watch(server: &RedisServer, log: &Shared, l: Duration, count: u32, each: bool) -> Phase {
+    let totals = Totals::global();
+    let before = totals.snapshot();
+    totals.take_latencies();
+    let changes = lock(log).changes;
+    let cost = || {
+        let (calls, usec) = command_stats(server, "evalsha");
+        let (ecalls, eusec) = command_stats(server, "eval");
+        (usec + eusec) as f64 / (calls + ecalls).max(1) as f64
+    };
+    let mut usec_per_call: f64 = 0.0;
+    let spans = if each { count } else { 1 };
+    for _ in 0..spans {
+        reset_stats(server);
+        tokio::time::sleep(l * (count / spans)).await;
+        usec_per_call = usec_per_call.max(cost());
+    }
+    let lat = totals.take_latencies();
+    Phase {
+        changes: lock(log).changes - changes,
+        expiries: totals.snapshot().since(&before).expiries,
+        usec_per_call,
+        p99_ms: percentile(&lat, 99).unwrap_or(f64::NAN) * 1000.0,
+        coverage: None,
+        unheld_l: 0.0,
+        load: load_average(),
+    }
+}
+
+fn cover(log: &Shared, from: Instant, l: Duration, phase: &mut Phase) {
+    let log = lock(log);
+    let (a, b) = (log.us(from), log.us(from + l * WINDOW));
+    let holdings = log.holdings(from + l * WINDOW);
+    let c = TaskCoverage::of(&holdings, log.mapping, &TaskSet::all(), a, b);
+    phase.coverage = Some(c.fraction_in(a, b));
+    phase.unheld_l = c.unheld_us_in(a, b) / l.as_micros() as f64;
+}
+
+/// One size: the cold start (in L; or how many held after 30 L) and the settled, replaced and crash phases.
+async fn run(
+    server: &RedisServer,
+    n: usize,
+    l: Duration,
+    intervals: u32,
+) -> (Result<f64, usize>, [Phase; 3]) {
+    let conn = lease_redis::connect(server.url()).await.expect("connect");
+    let t0 = Instant::now();
+    let log: Shared = Arc::new(Mutex::new(Log::new(t0)));
+    let mut workers: Vec<Running> = (0..n).map(|w| spawn(&conn, w, l, &log)).collect();
+    while lock(&log).holding() < n && t0.elapsed() < l * 30 {
+        tokio::time::sleep(l / 50).await;
+    }
+    let holding = lock(&log).holding();
+    let cold = (holding >= n).then(|| t0.elapsed().as_secs_f64() / l.as_secs_f64());
+    tokio::time::sleep(l * 3).await;
+    let settled = watch(server, &log, l, intervals, false).await;
+
+    let replaced_at = Instant::now();
+    for w in &workers[..n / 4] {
+        w.cancel.cancel();
+    }
+    workers.extend((n..n + n / 4).map(|w| spawn(&conn, w, l, &log)));
+    let mut replaced = watch(server, &log, l, WINDOW, true).await;
+
+    let crashed_at = Instant::now();
+    let victim = lock(&log).covering_worker();
+    if let Some(w) = victim {
+        workers[w].task.abort();
+        lock(&log).close(w, crashed_at, HoldingEnd::Released);
+    }
+    let mut crash = watch(server, &log, l, WINDOW, true).await;
+    cover(&log, replaced_at, l, &mut replaced);
+    cover(&log, crashed_at, l, &mut crash);
+    for w in workers {
+        w.task.abort();
+    }
+    (cold.ok_or(holding), [settled, replaced, crash])
+}
+
+fn main() {
+    let mut sizes = vec![1_000usize, 5_000, 10_000];
+    let mut intervals = 60u32;
+    let mut interval_ms = 1000u64;
+    let mut args = std::env::args().skip(1);
+    let usage = || -> ! {
+        eprintln!("usage: redis-big-group [--workers N[,N..]] [--intervals N] [--interval-ms MS]");
+        std::process::exit(2);
+    };
+    while let Some(a) = args.next() {
+        let v = args.next().unwrap_or_else(|| usage());
+        match a.as_str() {
+            "--workers" => {
+                sizes = v
+                    .split(',')
+                    .map(|s| s.parse().unwrap_or_else(|_| usage()))
+                    .collect();
+            }
+            "--intervals" => intervals = v.parse().unwrap_or_else(|_| usage()),
+            "--interval-ms" => interval_ms = v.parse().unwrap_or_else(|_| usage()),
+            _ => usage(),
+        }
+    }
+    let l = Duration::from_millis(interval_ms);
+    // The recorder before any worker, whose metrics handles are taken at start.
+    Totals::global();
+    header(
+        &format!("Real Redis: one group of N workers over one connection, L = {interval_ms} ms"),
+        "scripts/bench-redis.sh big",
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut table = Table::new(&[
+        "workers",
+        "phase",
+        "all holding after",
+        "lease changes",
+        "expiries",
+        "window task coverage [event, event + 6 L)",
+        "unheld per task",
+        "Redis µs per registration (commandstats)",
+        "ratio to settled",
+        "registration p99",
+        "load average at the end",
+    ]);
+    let mut version = String::new();
+    for &n in &sizes {
+        let server = RedisServer::start().expect("redis-server starts");
+        version = server_version(&server);
+        let (cold, phases) = rt.block_on(run(&server, n, l, intervals));
+        eprintln!("{n} workers done");
+        let settled_cost = phases[0].usec_per_call;
+        let names = [
+            format!("settled, {intervals} L"),
+            format!("{} replaced at once", n / 4),
+            "one crash".to_owned(),
+        ];
+        for (k, (p, name)) in phases.iter().zip(names).enumerate() {
+            table.row([
+                n.to_string(),
+                name,
+                match (k, cold) {
+                    (0, Ok(c)) => format!("{c:.2} L"),
+                    (0, Err(h)) => format!("not within 30 L ({h} holding)"),
+                    _ => String::new(),
+                },
+                p.changes.to_string(),
+                p.expiries.to_string(),
+                p.coverage.map_or_else(String::new, |c| format!("{c:.4}")),
+                p.coverage
+                    .map_or_else(String::new, |_| format!("{:.3} L", p.unheld_l)),
+                format!("{:.1} µs", p.usec_per_call),
+                format!("{:.2}", p.usec_per_call / settled_cost),
+                format!("{:.1} ms", p.p99_ms),
+                format!("{:.2}", p.load),
+            ]);
+        }
+    }
+    table.print();
+    println!(
+        "redis-server {version} on loopback; one group, one lease_redis::connect connection, tokio with 2 worker threads; start spread on, widest Ranked spread; after an event the Redis cost is its costliest interval of {WINDOW}.\n"
+    );
+}
