@@ -3,7 +3,7 @@
 //! what is held and says so once.
 
 use crate::diag;
-use crate::event::{Assignment, Event, Idle, IdleReason};
+use crate::event::IdleReason;
 use crate::member::{Member, MemberInUse};
 use crate::options::NegativeControl;
 
@@ -42,17 +42,7 @@ impl Worker {
             };
             diag::member_in_use(&self.cfg.name, &why);
             let reason = IdleReason::MemberInUse(why);
-            if !self
-                .holding
-                .release_all(&self.cfg, now, reason, &mut self.events)
-            {
-                self.events
-                    .push_back(Event::Assignment(Assignment::Idle(Idle {
-                        reason,
-                        since: self.clock.instant(now),
-                        ended: None,
-                    })));
-            }
+            self.stand_idle(now, reason);
             self.member_in_use = Some(why);
         }
         false

@@ -506,21 +506,27 @@ impl Worker {
         if self.refused != Some(refusal) {
             diag::group_rules_differ(&self.cfg.name, &refusal);
             let reason = IdleReason::Refused(refusal);
-            if !self
-                .holding
-                .release_all(&self.cfg, now, reason, &mut self.events)
-            {
-                self.events
-                    .push_back(Event::Assignment(Assignment::Idle(Idle {
-                        reason,
-                        since: self.clock.instant(now),
-                        ended: None,
-                    })));
-            }
+            self.stand_idle(now, reason);
             self.refused = Some(refusal);
         }
         let fire = self.fire_local(k + 1);
         self.schedule.aim(k + 1, fire.max(now));
+    }
+
+    /// Ends what is held with `reason`, or, when nothing is held, yields an
+    /// idle value with it (the callers do it once per refusal).
+    fn stand_idle(&mut self, now: i64, reason: IdleReason) {
+        if !self
+            .holding
+            .release_all(&self.cfg, now, reason, &mut self.events)
+        {
+            self.events
+                .push_back(Event::Assignment(Assignment::Idle(Idle {
+                    reason,
+                    since: self.clock.instant(now),
+                    ended: None,
+                })));
+        }
     }
 
     /// Rule 2: the keys named the wrong interval, nothing was written. The
