@@ -186,7 +186,8 @@ pub fn script_loaded(name: &str, sha: &str) {
     tracing::debug!(target: TARGET, name, sha, "{}", SCRIPT_LOADED);
 }
 
-/// Emits `server checked` (the driver calls this once per worker start).
+/// Emits `server checked` (the driver calls this once per answer to its
+/// `INFO`, which connections share among their workers).
 pub fn server_checked(name: &str, server: &crate::ServerInfo) {
     let version = server.version.map(|v| v.to_string()).unwrap_or_default();
     tracing::debug!(target: TARGET, name, server = server.kind.as_str(), version, "{}", SERVER_CHECKED);

@@ -37,7 +37,8 @@
 
 use std::fmt;
 
-/// The command the driver sends once per worker start: `INFO` with no
+/// The command the driver sends when a worker starts on a connection that
+/// has no answer yet (the adapters share one per connection): `INFO` with no
 /// section, which answers the default sections, `server` (the versions)
 /// and `replication` (the role) among them, on every server version
 /// (`INFO server replication`, two sections, needs Redis 7).
