@@ -65,7 +65,7 @@ impl SimConfig {
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Action {
-    /// Start the worker (reserved by [`Sim::schedule_join`]).
+    /// Start the worker (reserved by [`Sim::schedule_join`](crate::Sim::schedule_join)).
     Join(WorkerId),
     /// Cancel the worker through its token: it stands down and ends.
     Cancel(WorkerId),
