@@ -147,7 +147,7 @@ enum Op {
 /// One transmit as the driver saw it.
 struct Sent {
     id: RequestId,
-    keys: [String; 3],
+    keys: [String; 4],
     args: Vec<String>,
     sent_us: u64,
 }
@@ -276,8 +276,11 @@ impl Harness {
                     e => e,
                 };
                 let server = self.exec_time(s, &exec);
-                let keys = [s.keys[0].as_str(), s.keys[1].as_str(), s.keys[2].as_str()];
-                match self.store.execute(self.mode, server, keys, &s.args) {
+                let keys = s.keys.each_ref().map(String::as_str);
+                match self
+                    .store
+                    .execute_with_members(self.mode, server, keys, &s.args)
+                {
                     Ok(v) => v,
                     Err(e) => {
                         self.w.handle_failure(now, id, &e);

@@ -61,6 +61,8 @@ fn reference(mode: Mode, interval_ms: u64, v: &[i64]) -> Option<Reply> {
         0 => 4,
         1 => 6,
         2 => 8,
+        // Another incarnation holds the member name (rule 18): Ranked only.
+        3 if mode == Mode::Ranked => 6,
         _ => return None,
     };
     if v.len() != len {
@@ -143,12 +145,17 @@ fn reference(mode: Mode, interval_ms: u64, v: &[i64]) -> Option<Reply> {
             (p, Some(c))
         }
     };
-    Some(Reply::Counted(Counted {
+    let counted = Counted {
         interval,
         server_time,
         position,
         count,
-    }))
+    };
+    Some(if status == 3 {
+        Reply::MemberInUse(counted)
+    } else {
+        Reply::Counted(counted)
+    })
 }
 
 fn check(mode: Mode, interval_ms: u64, values: &[i64]) {
@@ -184,7 +191,7 @@ fn check(mode: Mode, interval_ms: u64, values: &[i64]) {
         match reply {
             Reply::WrongInterval { .. } => assert_eq!(values.len(), 4),
             Reply::Refused { .. } => assert_eq!(values.len(), 8),
-            Reply::Counted(c) => {
+            Reply::Counted(c) | Reply::MemberInUse(c) => {
                 assert_eq!(values.len(), 6);
                 match mode {
                     Mode::Ranked => {

@@ -104,7 +104,7 @@ enum Op {
 
 enum Payload {
     Request {
-        keys: [String; 3],
+        keys: [String; 4],
         args: Vec<String>,
         echo: bool,
     },
@@ -368,10 +368,10 @@ impl World {
                 let m = self.net.remove(i).unwrap();
                 match m.payload {
                     Payload::Request { keys, args, echo } => {
-                        let keys_ref = [keys[0].as_str(), keys[1].as_str(), keys[2].as_str()];
+                        let keys_ref = keys.each_ref().map(String::as_str);
                         let r = self
                             .store
-                            .execute(self.mode, self.server_now(), keys_ref, &args)
+                            .execute_with_members(self.mode, self.server_now(), keys_ref, &args)
                             .map_err(|e| e.to_string());
                         if !echo {
                             self.net.push_back(Msg {
