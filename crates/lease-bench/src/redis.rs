@@ -175,3 +175,14 @@ pub fn server_pid(server: &RedisServer) -> String {
         .find(|(k, _)| k == "process_id")
         .map_or_else(String::new, |(_, v)| v)
 }
+
+/// The tokio runtime every real-Redis benchmark runs its workers on: a
+/// multi-threaded one with `threads` worker threads (at least one), as a
+/// service would run them.
+pub fn runtime(threads: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads.max(1))
+        .enable_all()
+        .build()
+        .expect("a tokio runtime starts")
+}

@@ -299,11 +299,7 @@ fn main() {
         &format!("Real Redis: one group of N workers over one connection, L = {interval_ms} ms"),
         "scripts/bench-redis.sh big",
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = lease_bench::redis::runtime(2);
     let mut table = Table::new(&[
         "workers",
         "phase",

@@ -409,11 +409,7 @@ fn main() {
         ),
         "scripts/bench-redis.sh scale",
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads.max(1))
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = lease_bench::redis::runtime(threads);
     let mut table = Table::new(&[
         "adapter",
         "groups",

@@ -160,11 +160,7 @@ fn main() {
         &format!("Real Redis: {workers} workers settled for {intervals} intervals ({mode})"),
         "scripts/bench-redis.sh settled",
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = lease_bench::redis::runtime(2);
     let mut table = Table::new(&[
         "L",
         "settled after",

@@ -171,11 +171,7 @@ fn main() {
         ),
         "scripts/bench-redis.sh throughput",
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = lease_bench::redis::runtime(2);
     let mut table = Table::new(&[
         "mode",
         "redis-benchmark (C connections)",
