@@ -147,7 +147,7 @@ enum Op {
 /// One transmit as the driver saw it.
 struct Sent {
     id: RequestId,
-    keys: [String; 4],
+    keys: [String; 5],
     args: Vec<String>,
     sent_us: u64,
 }
@@ -279,7 +279,7 @@ impl Harness {
                 let keys = s.keys.each_ref().map(String::as_str);
                 match self
                     .store
-                    .execute_with_members(self.mode, server, keys, &s.args)
+                    .execute_with_caches(self.mode, server, keys, &s.args)
                 {
                     Ok(v) => v,
                     Err(e) => {

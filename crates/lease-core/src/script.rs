@@ -110,6 +110,23 @@ pub(crate) fn write_members_key(out: &mut String, prefix: &str, name: &str) {
     let _ = write!(out, "{prefix}{{{name}}}:members");
 }
 
+/// Writes the key of the filler cache of interval `k`: `P{N}:k:fillers`
+/// (rule 15), a hash from each filler of the closed set of `k` to its
+/// position, with the set's size under `#`, written once by the first
+/// filler that reads the set closed.
+pub(crate) fn write_fillers_key(out: &mut String, prefix: &str, name: &str, k: u64) {
+    out.clear();
+    let _ = write!(out, "{prefix}{{{name}}}:{k}:fillers");
+}
+
+/// The key of the filler cache of interval `k` of group `name` under
+/// `prefix` (rule 15).
+pub fn fillers_key(prefix: &str, name: &str, k: u64) -> String {
+    let mut s = String::new();
+    write_fillers_key(&mut s, prefix, name, k);
+    s
+}
+
 /// The key of group `name`'s member record under `prefix` (rule 18).
 pub fn members_key(prefix: &str, name: &str) -> String {
     let mut s = String::new();
@@ -145,6 +162,7 @@ mod tests {
         );
         assert_eq!(interval_key("prod:", "g", 7), "prod:{g}:7");
         assert_eq!(rules_key("prod:", "g"), "prod:{g}:rules");
+        assert_eq!(fillers_key("prod:", "g", 7), "prod:{g}:7:fillers");
     }
 
     #[test]
@@ -179,7 +197,7 @@ mod tests {
             let src = s.source();
             assert!(src.contains("KEYS[3]"), "the rules record is declared");
             for line in src.lines().filter(|l| l.contains("redis.call")) {
-                let keys_ok = ["KEYS[1]", "KEYS[2]", "KEYS[3]", "KEYS[4]"]
+                let keys_ok = ["KEYS[1]", "KEYS[2]", "KEYS[3]", "KEYS[4]", "KEYS[5]"]
                     .iter()
                     .any(|k| line.contains(k));
                 assert!(

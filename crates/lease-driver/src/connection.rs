@@ -24,7 +24,7 @@ impl Verb {
     }
 }
 
-/// One script command to run: `verb script 3 keys[0] keys[1] keys[2] args..`.
+/// One script command to run: `verb script 5 keys[0] .. keys[4] args..`.
 ///
 /// It borrows the worker's buffers only for the call to
 /// [`Connection::run`]: the client encodes it there (its own copy is the
@@ -36,16 +36,16 @@ pub struct Command<'a> {
     /// The script's SHA-1 (`EVALSHA`) or its source (`EVAL`).
     pub script: &'static str,
     /// `KEYS`.
-    pub keys: [&'a str; 4],
+    pub keys: [&'a str; 5],
     /// `ARGV`.
     pub args: &'a [String],
 }
 
 impl<'a> Command<'a> {
     /// Every argument after the verb, for clients that build commands from
-    /// strings: the script, `4`, the keys, the arguments.
+    /// strings: the script, `5`, the keys, the arguments.
     pub fn arguments(&self) -> impl Iterator<Item = &'a str> + use<'a> {
-        [self.script, "4"]
+        [self.script, "5"]
             .into_iter()
             .chain(self.keys)
             .chain(self.args.iter().map(String::as_str))

@@ -47,7 +47,7 @@ struct Sent {
 /// and the client's future, replaced in place.
 struct Slot<F> {
     sent: Option<Sent>,
-    keys: [String; 4],
+    keys: [String; 5],
     args: Vec<String>,
     reply: Pin<Box<Option<F>>>,
 }
@@ -71,7 +71,7 @@ impl<F> Slot<F> {
         Command {
             verb,
             script,
-            keys: [&self.keys[0], &self.keys[1], &self.keys[2], &self.keys[3]],
+            keys: self.keys.each_ref().map(String::as_str),
             args: &self.args,
         }
     }

@@ -286,10 +286,11 @@ impl Server {
         }
     }
 
-    /// `numkeys k1 k2 k3 [k4] args..` of one of lease's scripts: a
-    /// registration script or the leave script (rule 16). The fourth key,
-    /// the member record (rule 18), is what the workers send; three are
-    /// accepted for callers that never register under a member name.
+    /// `numkeys k1 k2 k3 [k4 [k5]] args..` of one of lease's scripts: a
+    /// registration script or the leave script (rule 16). Five keys are
+    /// what the workers send (the member record, rule 18, and a filler
+    /// cache, rule 15; the leave script's fourth and fifth are filler
+    /// caches); three or four are accepted, as the scripts accept them.
     fn run(&mut self, script: &Script, rest: &[Vec<u8>]) -> Reply {
         let Some(numkeys) = rest.first() else {
             return arity("eval");
@@ -297,10 +298,11 @@ impl Server {
         let n = match numkeys.as_slice() {
             b"3" => 3,
             b"4" => 4,
-            _ => return err("ERR", "lease's scripts take 3 or 4 keys".into()),
+            b"5" => 5,
+            _ => return err("ERR", "lease's scripts take 3 to 5 keys".into()),
         };
         if rest.len() < n + 1 {
-            return err("ERR", "lease's scripts take 3 or 4 keys".into());
+            return err("ERR", "lease's scripts take 3 to 5 keys".into());
         }
         let mut text = Vec::with_capacity(rest.len() - 1);
         for arg in &rest[1..] {
@@ -309,17 +311,20 @@ impl Server {
                 Err(_) => return err("ERR", "an argument is not UTF-8".into()),
             }
         }
-        let members = if n == 4 { text[3].as_str() } else { "" };
-        let keys = [text[0].as_str(), text[1].as_str(), text[2].as_str()];
+        // Keys a caller did not declare are empty: the scripts skip them.
+        let key = |i: usize| if i < n { text[i].as_str() } else { "" };
+        let keys = [key(0), key(1), key(2), key(3), key(4)];
         let args = &text[n..];
         let now_us = self.now_us();
         self.stats.executed += 1;
         let executed = if script.is_leave() {
-            self.store.execute_leave(now_us, keys, args)
+            // The leave script reads its fourth and fifth keys as filler
+            // caches only when five are declared.
+            let keys = if n == 5 { keys } else { [keys[0], keys[1], keys[2], "", ""] };
+            self.store.execute_leave_with_caches(now_us, keys, args)
         } else {
-            let keys = [keys[0], keys[1], keys[2], members];
             self.store
-                .execute_with_members(script.mode(), now_us, keys, args)
+                .execute_with_caches(script.mode(), now_us, keys, args)
         };
         match executed {
             Ok(values) => Reply::Integers(values),

@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+mod fillers;
 mod members;
 
 use lease_core::Mode;
@@ -83,6 +84,9 @@ pub struct SimStore {
     /// Test only: a new identity takes over a member name at once (the
     /// negative control of rule 18).
     sabotage_members: bool,
+    /// Test only: the filler cache is used whatever size it was computed
+    /// for (the negative control of rule 15's cache check).
+    sabotage_filler_cache: bool,
 }
 
 impl SimStore {
@@ -152,6 +156,21 @@ impl SimStore {
         keys: [&str; 3],
         args: &[String],
     ) -> Result<Vec<i64>, StoreError> {
+        self.execute_leave_with_caches(now_us, [keys[0], keys[1], keys[2], "", ""], args)
+    }
+
+    /// [`SimStore::execute_leave`] with the five keys every
+    /// [`lease_core::Transmit`] of the leave script carries: the fourth and
+    /// fifth are the filler caches of the two sets (rule 15), and the one of
+    /// the set the token is removed from is deleted.
+    pub fn execute_leave_with_caches(
+        &mut self,
+        now_us: i64,
+        keys: [&str; 5],
+        args: &[String],
+    ) -> Result<Vec<i64>, StoreError> {
+        let caches = [keys[3], keys[4]];
+        let keys = [keys[0], keys[1], keys[2]];
         self.executed += 1;
         let interval_ms = int_arg(args, 0, "interval")?;
         if interval_ms <= 0 {
@@ -210,14 +229,18 @@ impl SimStore {
             let before = set.len();
             set.retain(|(_, m)| m != token);
             let gone = before - set.len();
+            if set.is_empty() {
+                // ZREM of the last member deletes the key.
+                self.keys.remove(key);
+            }
             if Some(key.as_str()) == open_key {
                 removed = gone as i64;
+                if gone > 0 {
+                    let cache = if key == keys[0] { caches[0] } else { caches[1] };
+                    self.drop_filler_cache(cache);
+                }
             } else if gone > 0 {
                 self.closed_writes += 1;
-            }
-            // ZREM of the last member deletes the key.
-            if set.is_empty() {
-                self.keys.remove(key);
             }
         }
         Ok(vec![1, k, sec, usec, removed])
@@ -242,12 +265,28 @@ impl SimStore {
     }
 
     /// [`SimStore::execute`] with the fourth key, the group's member record
-    /// (rule 18), as every [`lease_core::Transmit`] carries it.
+    /// (rule 18), and without the fifth: fillers are computed without the
+    /// filler cache, as the script does for a caller that declares four
+    /// keys.
     pub fn execute_with_members(
         &mut self,
         mode: Mode,
         now_us: i64,
         keys: [&str; 4],
+        args: &[String],
+    ) -> Result<Vec<i64>, StoreError> {
+        self.execute_with_caches(mode, now_us, [keys[0], keys[1], keys[2], keys[3], ""], args)
+    }
+
+    /// [`SimStore::execute`] with the five keys every
+    /// [`lease_core::Transmit`] of a registration carries: the fourth is
+    /// the group's member record (rule 18), the fifth the filler cache of
+    /// the closed set (rule 15).
+    pub fn execute_with_caches(
+        &mut self,
+        mode: Mode,
+        now_us: i64,
+        keys: [&str; 5],
         args: &[String],
     ) -> Result<Vec<i64>, StoreError> {
         self.executed += 1;
@@ -316,7 +355,7 @@ impl SimStore {
     /// count of `k-1` (-1 when it is gone).
     fn count_arrival(
         &mut self,
-        keys: [&str; 4],
+        keys: [&str; 5],
         recorded: bool,
         now_us: i64,
         ttl_ms: i64,
@@ -348,7 +387,7 @@ impl SimStore {
     /// ZADD NX; replies the position (-1 when absent) and the size of `k-1`.
     fn count_ranked(
         &mut self,
-        keys: [&str; 4],
+        keys: [&str; 5],
         args: &[String],
         recorded: bool,
         k: i64,
@@ -366,10 +405,21 @@ impl SimStore {
             fillers_ignore_keepers: self.sabotage_positions,
             duplicates_keep: self.sabotage_duplicate_keepers,
         };
-        let (rank, size) = match self.keys.get(keys[1]).map(|e| &e.value) {
+        // A keeper's position is its score; a filler's comes from the
+        // filler cache, or is computed for every filler and cached.
+        let (keeper, size) = match self.keys.get(keys[1]).map(|e| &e.value) {
             None => (None, 0),
-            Some(Value::Set(set)) => (hole_filled(set, token, sabotage), set.len()),
+            Some(Value::Set(set)) => {
+                let at = set.iter().position(|(_, m)| m == token);
+                let kept = at.map(|r| fillers::is_keeper(set, r, sabotage).then_some(set[r].0));
+                (kept, set.len())
+            }
             Some(_) => return Err(StoreError::WrongType),
+        };
+        let rank = match keeper {
+            None => None,
+            Some(Some(score)) => Some(score as usize),
+            Some(None) => self.filler_position(keys[1], keys[4], token, now_us, ttl_ms, sabotage),
         };
         // The server-side carry (rule 15): a token present in k-1
         // carries its integer position; a returnee ranks after every

@@ -13,7 +13,7 @@
 //! `P{N}:(v-1)`, and `ARGV[3]` names the server's interval `k` (read from
 //! the last `TIME`), so the scripts take exactly their product paths while
 //! `v` advances once a round, sometimes by two or three (intervals nobody
-//! registered in), and after a quarter of the rounds the members that missed
+//! registered in), and after a third of the rounds the members that missed
 //! both `v - 1` and `v` register into `v - 1` again and then into `v`, as
 //! after a backward step of the server clock that reopened `v - 1` (rule 10;
 //! this is what carries one position to two members of a set, rule 15's
@@ -42,7 +42,7 @@ use std::collections::BTreeMap;
 use lease_core::{Mode, Script};
 use lease_sim::{Peek, SimStore, StoreError};
 use lease_testkit::RedisServer;
-use rand::seq::SliceRandom as _;
+use rand::seq::{IndexedRandom as _, SliceRandom as _};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use redis::{RedisResult, Value};
@@ -173,17 +173,41 @@ enum Op {
 }
 
 impl Op {
+    /// The declared keys: five, as the workers send them, or three for a
+    /// caller that declares neither the member record nor the filler caches
+    /// (Arrival, and Ranked callers chosen by token, so that both kinds
+    /// share every group).
     fn keys(&self) -> Vec<String> {
         let key = |k: i64| format!("{{g}}:{k}");
-        match self {
-            Op::Register { v, .. } => vec![key(*v), key(v - 1), "{g}:rules".into()],
-            Op::Named { v, .. } => vec![
-                key(*v),
-                key(v - 1),
-                "{g}:rules".into(),
-                "{g}:members".into(),
-            ],
+        let fillers = |k: i64| format!("{{g}}:{k}:fillers");
+        let mut keys = match self {
+            Op::Register { v, .. } | Op::Named { v, .. } => {
+                vec![key(*v), key(v - 1), "{g}:rules".into()]
+            }
             Op::Leave { first, .. } => vec![key(*first), key(first + 1), "{g}:rules".into()],
+        };
+        if self.five_keys() {
+            match self {
+                Op::Register { v, .. } | Op::Named { v, .. } => {
+                    keys.extend(["{g}:members".into(), fillers(v - 1)]);
+                }
+                Op::Leave { first, .. } => keys.extend([fillers(*first), fillers(first + 1)]),
+            }
+        }
+        keys
+    }
+
+    /// Whether this operation declares all five keys.
+    fn five_keys(&self) -> bool {
+        match self {
+            Op::Named { .. } => true,
+            Op::Register {
+                mode: Mode::Arrival,
+                ..
+            } => false,
+            Op::Register { token, .. } | Op::Leave { token, .. } => {
+                token.bytes().last().is_none_or(|b| b % 3 != 0)
+            }
         }
     }
 
@@ -274,6 +298,15 @@ struct Tally {
     named_in_use: u64,
     /// Backward steps that reopened an interval ([`reopen`]).
     reopened: u64,
+    /// Fillers of five-key callers that read their position from the
+    /// filler cache, that wrote it (no cache), and that wrote it over a
+    /// cache of another size (a reopened set); fillers of three-key
+    /// callers (no cache); leaves that deleted a cache (rule 15).
+    cache_hits: u64,
+    cache_written: u64,
+    cache_stale: u64,
+    fillers_uncached: u64,
+    cache_dropped: u64,
     /// Error replies (WRONGTYPE: a script of one mode on the other's keys).
     errors: u64,
     flushes: u64,
@@ -584,15 +617,25 @@ impl Harness {
             let takeover = self.takes_over(op);
             let keys = op.keys();
             let args = op.args();
+            let cache = self.cache_before(op);
             let k = [keys[0].as_str(), keys[1].as_str(), keys[2].as_str()];
-            let sim = match op {
-                Op::Register { mode, .. } => self.store.execute(*mode, self.now_us, k, &args),
-                Op::Named { .. } => {
-                    let k4 = [k[0], k[1], k[2], keys[3].as_str()];
-                    self.store
-                        .execute_with_members(Mode::Ranked, self.now_us, k4, &args)
+            let five: Option<[&str; 5]> = keys
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .try_into()
+                .ok();
+            let mode = match op {
+                Op::Register { mode, .. } => *mode,
+                Op::Named { .. } | Op::Leave { .. } => Mode::Ranked,
+            };
+            let sim = match (op, five) {
+                (Op::Leave { .. }, Some(k5)) => {
+                    self.store.execute_leave_with_caches(self.now_us, k5, &args)
                 }
-                Op::Leave { .. } => self.store.execute_leave(self.now_us, k, &args),
+                (Op::Leave { .. }, None) => self.store.execute_leave(self.now_us, k, &args),
+                (_, Some(k5)) => self.store.execute_with_caches(mode, self.now_us, k5, &args),
+                (_, None) => self.store.execute(mode, self.now_us, k, &args),
             };
             let sim = sim.map_err(|e| match e {
                 StoreError::WrongType => "WRONGTYPE".to_owned(),
@@ -602,6 +645,7 @@ impl Harness {
             let (states, dbsize) = parse_dump(dump);
             self.compare_keys(&states, dbsize, &format!("after {op:?}"));
             self.count(op, shape, sent_score, &real, &states);
+            self.count_cache(op, shape, cache, &real);
             if let (Op::Named { .. }, Ok(r)) = (op, &real) {
                 match r[0] {
                     1 if takeover => self.tally.named_takeovers += 1,
@@ -613,6 +657,67 @@ impl Harness {
             replies.push(real);
         }
         replies
+    }
+
+    /// The filler caches an operation may read or delete, before it: for a
+    /// registration, the closed set's (`Some(true)`: there and computed for
+    /// the set's present size; `Some(false)`: there for another size); for
+    /// a leave, whether each of its two sets' caches is there.
+    fn cache_before(&self, op: &Op) -> [Option<bool>; 2] {
+        let keys = op.keys();
+        if keys.len() < 5 {
+            return [None, None];
+        }
+        let size = |name: &str| self.store.scores(name).map_or(0, |s| s.len()).to_string();
+        let cache = |name: &str| match self.store.peek(name) {
+            Some(Peek::Fields(f)) => Some(f),
+            _ => None,
+        };
+        match op {
+            Op::Leave { .. } => [3, 4].map(|i| cache(&keys[i]).map(|_| true)),
+            _ => [
+                cache(&keys[4]).map(|f| f.iter().any(|(k, v)| k == "#" && *v == size(&keys[1]))),
+                None,
+            ],
+        }
+    }
+
+    /// Counts the filler cache's paths (rule 15): hits, writes, writes over
+    /// a cache of another size, fillers of three-key callers, and leaves
+    /// that deleted a cache.
+    fn count_cache(
+        &mut self,
+        op: &Op,
+        shape: Option<Shape>,
+        cache: [Option<bool>; 2],
+        reply: &Result<Vec<i64>, String>,
+    ) {
+        let t = &mut self.tally;
+        let Ok(r) = reply else { return };
+        if r[0] != 1 {
+            return;
+        }
+        match op {
+            Op::Leave { c, .. } if r[4] == 1 => {
+                let removed_from = usize::from(c.parse() != Ok(r[1]));
+                if cache[removed_from].is_some() {
+                    t.cache_dropped += 1;
+                }
+            }
+            Op::Register { .. } => {
+                let filler = shape.is_some_and(|s| s > Shape::Keeper && s < Shape::Returnee);
+                if !filler {
+                    return;
+                }
+                match (op.five_keys(), cache[0]) {
+                    (false, _) => t.fillers_uncached += 1,
+                    (true, Some(true)) => t.cache_hits += 1,
+                    (true, Some(false)) => t.cache_stale += 1,
+                    (true, None) => t.cache_written += 1,
+                }
+            }
+            _ => {}
+        }
     }
 
     /// Whether a named registration finds the member record naming another
@@ -936,8 +1041,8 @@ fn ranked_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize) {
             }
         }
         h.compare_all("after the round");
-        if rng.random_bool(0.25) {
-            reopen(h, &mut members, v);
+        if rng.random_bool(0.35) {
+            reopen(h, &mut members, v, &mut rng);
         }
         v += if rng.random_bool(0.1) {
             rng.random_range(2..=3)
@@ -962,7 +1067,7 @@ fn ranked_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize) {
 /// version a filler took keeps it in the second. So closed `v` can hold
 /// duplicate scores below its size (rule 15's duplicate clause), read in the
 /// next round.
-fn reopen(h: &mut Harness, members: &mut [Member], v: i64) {
+fn reopen(h: &mut Harness, members: &mut [Member], v: i64, rng: &mut ChaCha8Rng) {
     let member_of = |h: &Harness, key: &str, token: &str| {
         h.store
             .scores(key)
@@ -977,6 +1082,14 @@ fn reopen(h: &mut Harness, members: &mut [Member], v: i64) {
     if late.is_empty() {
         return;
     }
+    let first_version: Vec<String> = h
+        .store
+        .scores(&format!("{{g}}:{}", v - 1))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(_, m)| m)
+        .filter(|_| rng.random_bool(0.5))
+        .collect();
     h.tally.reopened += 1;
     let k = h.k(L_MS);
     for into in [v - 1, v] {
@@ -1003,6 +1116,20 @@ fn reopen(h: &mut Harness, members: &mut [Member], v: i64) {
             }
         }
         h.compare_all("after the reopened round");
+        // A member of the first version of v - 1 leaves the reopened set:
+        // its size can come back to the one a filler cache was computed
+        // for, with other members (the leave deletes the cache).
+        if into == v - 1
+            && let Some(m) = first_version.choose(rng)
+        {
+            h.play(&[Op::Leave {
+                first: v - 1,
+                c: k.to_string(),
+                rules: RANKED.to_owned(),
+                token: m.clone(),
+            }]);
+            h.compare_all("after a leave from the reopened set");
+        }
     }
 }
 
@@ -1322,6 +1449,14 @@ fn the_store_and_the_scripts_agree_on_every_reply_and_key() {
             "named registrations that found their name in use",
             t.named_in_use,
         ),
+        ("fillers that read the filler cache", t.cache_hits),
+        ("fillers that wrote the filler cache", t.cache_written),
+        (
+            "fillers that found a cache of another size",
+            t.cache_stale,
+        ),
+        ("fillers of three-key callers", t.fillers_uncached),
+        ("leaves that deleted a filler cache", t.cache_dropped),
     ] {
         assert!(count >= 5, "only {count} {what}: {t:?}");
     }

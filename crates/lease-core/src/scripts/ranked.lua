@@ -7,6 +7,8 @@
 -- KEYS[4] = P{N}:members, the member record (a hash: name -> 'token:j',
 --           the identity holding the name and the last interval it
 --           registered in), touched only under a member name.
+-- KEYS[5] = P{N}:(k-1):fillers, the filler cache of the closed set (below),
+--           touched only by a filler.
 -- Under a member name the set member is 'm:' .. name, so a restarted
 -- process (a new token) carries the name's position. The token holds the
 -- name if the record names it, or names another token whose last
@@ -27,9 +29,7 @@
 -- positions in ascending order. So the positions are a permutation of 0..s
 -- whatever the scores: the two versions of an interval reopened by a
 -- backward clock step (rule 10) can carry one position to two members of
--- the next set, and only one of them keeps it. A filler whose score is
--- s or more ranks after every member below s, so its rank among the
--- fillers is its rank minus the number of keepers. In a settled group every
+-- the next set, and only one of them keeps it. In a settled group every
 -- member is a keeper, and this costs one ZCARD and one ZRANGEBYSCORE of
 -- the score it sent (is it the first member with that score?).
 -- Reply: {1, k, sec, usec, position of the token in k-1 or -1, size of k-1},
@@ -55,6 +55,67 @@ if ARGV[7] then
     redis.call('HSET', KEYS[4], ARGV[7], ARGV[5] .. ':' .. string.format('%d', j))
   end
   redis.call('PEXPIRE', KEYS[4], ARGV[2])
+end
+-- A filler's position (rule 15), from the filler cache of the closed set
+-- (KEYS[5]): a hash from each filler to its position, with the set's
+-- size under '#'. The first filler that reads the closed set computes the
+-- positions of all its fillers at once (O(s), one ZRANGE) and writes
+-- them; every later filler reads its own (O(1)), so the interval after a
+-- mass change costs Redis one scan instead of one per filler. The cache is
+-- a memo of a function of the set: it is used only while the set is the
+-- one it was computed from. A closed set changes only if a backward clock
+-- step reopens it (rule 10): ZADD NX then grows it (the size differs from
+-- '#'), and the leave script, the only one that removes members, deletes
+-- the cache of the set it removes from. A caller that declares no fifth
+-- key gets the same positions, computed without the cache.
+local function filler_position(size)
+  if KEYS[5] then
+    local cached = redis.call('HMGET', KEYS[5], '#', member)
+    if cached[1] == string.format('%d', size) and cached[2] then
+      return tonumber(cached[2])
+    end
+  end
+  -- The members in order: the first of each integer score p, 0 <= p < s,
+  -- keeps p; the others, in order, take the free positions ascending.
+  local all = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
+  local kept = {}
+  for i = 1, #all, 2 do
+    local p = tonumber(all[i + 1])
+    if p >= 0 and p < size and p == math.floor(p) and not kept[p] then
+      kept[p] = all[i]
+    end
+  end
+  local fields = {'#', string.format('%d', size)}
+  local free = 0
+  local mine = -1
+  for i = 1, #all, 2 do
+    local p = tonumber(all[i + 1])
+    if kept[p] ~= all[i] then
+      while kept[free] do
+        free = free + 1
+      end
+      if all[i] == member then
+        mine = free
+      end
+      fields[#fields + 1] = all[i]
+      fields[#fields + 1] = string.format('%d', free)
+      free = free + 1
+    end
+  end
+  if KEYS[5] then
+    -- Written fresh (a stale cache may list members that now keep), in
+    -- chunks below Lua's stack limit for unpack, and expiring with the set.
+    redis.call('DEL', KEYS[5])
+    for i = 1, #fields, 1000 do
+      redis.call('HSET', KEYS[5], unpack(fields, i, math.min(i + 999, #fields)))
+    end
+    local ttl = redis.call('PTTL', KEYS[2])
+    if ttl <= 0 then
+      ttl = ARGV[2]
+    end
+    redis.call('PEXPIRE', KEYS[5], ttl)
+  end
+  return mine
 end
 local size = redis.call('ZCARD', KEYS[2])
 local position = -1
@@ -90,37 +151,7 @@ if position < 0 and size > 0 then
       end
     end
     if position < 0 then
-      -- A filler. The members with scores below s, in order: the first of
-      -- each integer score p >= 0 keeps p, the rest are the first fillers.
-      local low = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. size, 'WITHSCORES')
-      local kept = {}
-      local keepers = 0
-      local fillers = 0
-      local j = nil
-      for i = 1, #low, 2 do
-        local p = tonumber(low[i + 1])
-        if p >= 0 and p == math.floor(p) and not kept[p] then
-          kept[p] = true
-          keepers = keepers + 1
-        else
-          if low[i] == member then
-            j = fillers
-          end
-          fillers = fillers + 1
-        end
-      end
-      if not j then
-        j = redis.call('ZRANK', KEYS[2], member) - keepers
-      end
-      for p = 0, size - 1 do
-        if not kept[p] then
-          if j == 0 then
-            position = p
-            break
-          end
-          j = j - 1
-        end
-      end
+      position = filler_position(size)
     end
   end
 end

@@ -269,7 +269,7 @@ impl Worker {
         Some(Transmit {
             id,
             script,
-            keys: [&keys[0], &keys[1], &keys[2], &keys[3]],
+            keys: [&keys[0], &keys[1], &keys[2], &keys[3], &keys[4]],
             args: &self.buffers.args,
             expires_at: self.clock.instant(give_up_at),
         })

@@ -5,7 +5,7 @@ use std::fmt::{Display, Write as _};
 use std::time::Instant;
 
 use crate::reply::{Reply, ReplyError};
-use crate::script::{Script, write_key};
+use crate::script::{Script, write_fillers_key, write_key};
 
 use super::config::Config;
 use super::identity::{Identity, RequestId};
@@ -32,20 +32,22 @@ pub(super) struct Pending {
     pub(super) give_up_at: i64,
 }
 
-/// A request to send now: `EVALSHA script.sha1() 4 keys[0] keys[1] keys[2]
-/// keys[3] args..` (or `EVAL script.source() ..` after `NOSCRIPT`).
+/// A request to send now: `EVALSHA script.sha1() 5 keys[0] .. keys[4]
+/// args..` (or `EVAL script.source() ..` after `NOSCRIPT`).
 #[derive(Debug)]
 pub struct Transmit<'a> {
     /// Feed the outcome back under this id.
     pub id: RequestId,
     /// The script to run.
     pub script: &'static Script,
-    /// `KEYS`: the interval the worker expects, the one before it (the one
-    /// after it for a leave), the group's rules record, and the group's
-    /// member record (rule 18; only a registration under a member name
-    /// touches it, but every request declares it so that the key count is
-    /// fixed).
-    pub keys: [&'a str; 4],
+    /// `KEYS`. A registration for interval `k`: `k`, `k-1`, the group's
+    /// rules record, the group's member record (rule 18; only a
+    /// registration under a member name touches it) and the filler cache
+    /// of `k-1` (rule 15; only a filler touches it). A leave naming `c`:
+    /// `c`, `c+1`, the rules record and the filler caches of `c` and `c+1`
+    /// (the one of the set it removes from is deleted). Every request
+    /// declares five keys, so that the key count is fixed.
+    pub keys: [&'a str; 5],
     /// `ARGV`.
     pub args: &'a [String],
     /// After this instant the reply is of no use: the driver may abandon the
@@ -58,20 +60,14 @@ pub struct Transmit<'a> {
 /// that a registration allocates nothing in steady state.
 #[derive(Debug)]
 pub(super) struct Buffers {
-    pub(super) keys: [String; 4],
+    pub(super) keys: [String; 5],
     pub(super) args: Vec<String>,
 }
 
 impl Buffers {
     pub(super) fn new(cfg: &Config) -> Self {
-        let mut keys = [
-            String::with_capacity(64),
-            String::with_capacity(64),
-            String::with_capacity(64),
-            String::with_capacity(64),
-        ];
+        let mut keys: [String; 5] = std::array::from_fn(|_| String::with_capacity(64));
         crate::script::write_rules_key(&mut keys[2], &cfg.prefix, &cfg.name);
-        crate::script::write_members_key(&mut keys[3], &cfg.prefix, &cfg.name);
         Self {
             keys,
             args: vec![String::with_capacity(40); 6],
@@ -79,7 +75,7 @@ impl Buffers {
     }
 
     /// A registration for interval `k` (rule 2): `KEYS = [k, k-1, rules,
-    /// members]`, `ARGV = [L, ttl, k, rules, identity, last position,
+    /// members, fillers of k-1]`, `ARGV = [L, ttl, k, rules, identity, last position,
     /// member]` (identity and position under Ranked counting, the member
     /// name only for a worker that has one, rule 18). A returning worker
     /// sends its last known position (rule 15), a newcomer -1.
@@ -91,12 +87,10 @@ impl Buffers {
         last: Option<u32>,
     ) {
         write_key(&mut self.keys[0], &cfg.prefix, &cfg.name, k);
-        write_key(
-            &mut self.keys[1],
-            &cfg.prefix,
-            &cfg.name,
-            k.saturating_sub(1),
-        );
+        let closed = k.saturating_sub(1);
+        write_key(&mut self.keys[1], &cfg.prefix, &cfg.name, closed);
+        crate::script::write_members_key(&mut self.keys[3], &cfg.prefix, &cfg.name);
+        write_fillers_key(&mut self.keys[4], &cfg.prefix, &cfg.name, closed);
         let last = last.map_or(-1, i64::from);
         let member = cfg.member.as_ref().map_or("", crate::Member::as_str);
         let values: [&dyn Display; 7] = [
@@ -116,11 +110,13 @@ impl Buffers {
         self.fill(&values[..count]);
     }
 
-    /// A leave request (rule 16): `KEYS = [c, c+1, rules]`, `ARGV = [L, c,
-    /// rules, identity]`.
+    /// A leave request (rule 16): `KEYS = [c, c+1, rules, fillers of c,
+    /// fillers of c+1]`, `ARGV = [L, c, rules, identity]`.
     pub(super) fn leave(&mut self, cfg: &Config, c: u64, identity: Identity) {
         write_key(&mut self.keys[0], &cfg.prefix, &cfg.name, c);
         write_key(&mut self.keys[1], &cfg.prefix, &cfg.name, c + 1);
+        write_fillers_key(&mut self.keys[3], &cfg.prefix, &cfg.name, c);
+        write_fillers_key(&mut self.keys[4], &cfg.prefix, &cfg.name, c + 1);
         let values: [&dyn Display; 4] = [&cfg.interval_ms, &c, &cfg.rules_record, &identity];
         self.fill(&values);
     }

@@ -41,7 +41,7 @@ struct Request {
     id: RequestId,
     /// The leave script (rule 16) rather than a registration.
     leave: bool,
-    keys: [String; 4],
+    keys: [String; 5],
     args: Vec<String>,
     /// A duplicate delivery: executed, but its reply goes nowhere.
     echo: bool,
@@ -593,12 +593,7 @@ impl Sim {
             self.push(self.paused_until, Step::Arrive(w, req));
             return;
         }
-        let keys = [
-            req.keys[0].as_str(),
-            req.keys[1].as_str(),
-            req.keys[2].as_str(),
-            req.keys[3].as_str(),
-        ];
+        let keys = req.keys.each_ref().map(String::as_str);
         // The script of the sending worker's own mode.
         let mode = self.workers[w.0]
             .options
@@ -607,10 +602,9 @@ impl Sim {
         let now = self.server_now();
         let result = if req.leave {
             self.stats.leaves += 1;
-            self.store
-                .execute_leave(now, [keys[0], keys[1], keys[2]], &req.args)
+            self.store.execute_leave_with_caches(now, keys, &req.args)
         } else {
-            self.store.execute_with_members(mode, now, keys, &req.args)
+            self.store.execute_with_caches(mode, now, keys, &req.args)
         }
         .map_err(|e| e.to_string());
         if req.echo {

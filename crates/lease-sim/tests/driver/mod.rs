@@ -324,7 +324,7 @@ struct Arrival {
     leave: bool,
     sent: u64,
     named: u64,
-    keys: [String; 4],
+    keys: [String; 5],
     args: Vec<String>,
     replies: Vec<ReplyAt>,
 }
@@ -668,15 +668,14 @@ impl<N: Net> Driver<N> {
                     replies,
                 } = *arrival;
                 let server = self.server_now();
-                let keys_ref = [keys[0].as_str(), keys[1].as_str(), keys[2].as_str()];
-                let members = keys[3].as_str();
+                let keys_ref = keys.each_ref().map(String::as_str);
                 let values = if leave {
-                    self.store.execute_leave(server, keys_ref, &args)
+                    self.store
+                        .execute_leave_with_caches(server, keys_ref, &args)
                 } else {
                     let mode = self.procs[worker].options.mode();
-                    let [a, b, c] = keys_ref;
                     self.store
-                        .execute_with_members(mode, server, [a, b, c, members], &args)
+                        .execute_with_caches(mode, server, keys_ref, &args)
                 }
                 .expect("the store runs every script the core sends");
                 self.execs.push(Exec {
@@ -839,7 +838,7 @@ impl<N: Net> Driver<N> {
         w: usize,
         id: RequestId,
         leave: bool,
-        keys: [String; 4],
+        keys: [String; 5],
         args: Vec<String>,
         expires_at: Instant,
     ) {

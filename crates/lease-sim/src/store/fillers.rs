@@ -1,0 +1,128 @@
+//! Rule 15's filler cache in the simulated store: `ranked.lua`'s
+//! `filler_position` (`HMGET`, `ZRANGE`, `DEL`, `HSET`, `PTTL`, `PEXPIRE` on
+//! `P{N}:k:fillers`), step for step, and the leave script's `DEL` of it.
+
+use std::collections::BTreeMap;
+
+use super::{Entry, PositionSabotage, SimStore, Value, hole_filled, keepable};
+
+/// The cache's field that holds the size of the set it was computed from.
+const SIZE_FIELD: &str = "#";
+
+impl SimStore {
+    /// **Test only: breaks exclusivity.** With `true`, a filler takes its
+    /// position from the filler cache whatever the size recorded there, so
+    /// a closed set reopened by a backward clock step and grown since the
+    /// cache was written is answered from the set it was before (the
+    /// negative control of rule 15's cache check).
+    pub fn sabotage_filler_cache(&mut self, on: bool) {
+        self.sabotage_filler_cache = on;
+    }
+
+    /// The position of the filler at `rank` of the closed set `closed`
+    /// (rule 15), read from the filler cache `cache` when it was computed
+    /// from a set of this size; otherwise computed for every filler of the
+    /// set and written to `cache`, expiring with the set. An empty `cache`
+    /// (a caller that declares no fifth key) computes without the cache.
+    pub(super) fn filler_position(
+        &mut self,
+        closed: &str,
+        cache: &str,
+        member: &str,
+        now_us: i64,
+        ttl_ms: i64,
+        sabotage: PositionSabotage,
+    ) -> Option<usize> {
+        let (size, set_expires) = match self.keys.get(closed) {
+            Some(Entry {
+                value: Value::Set(set),
+                expires_at,
+            }) => (set.len().to_string(), *expires_at),
+            _ => return None,
+        };
+        if !cache.is_empty() {
+            self.expire(cache, now_us);
+            if let Some(Entry {
+                value: Value::Hash(fields),
+                ..
+            }) = self.keys.get(cache)
+            {
+                let fresh = fields.get(SIZE_FIELD) == Some(&size);
+                if fresh || self.sabotage_filler_cache {
+                    if let Some(p) = fields.get(member) {
+                        return p.parse().ok();
+                    }
+                }
+            }
+        }
+        let Some(Entry {
+            value: Value::Set(set),
+            ..
+        }) = self.keys.get(closed)
+        else {
+            return None;
+        };
+        let table = filler_table(set, sabotage);
+        let mine = table.get(member).copied();
+        if !cache.is_empty() {
+            let mut fields: BTreeMap<String, String> = table
+                .into_iter()
+                .map(|(m, p)| (m, p.to_string()))
+                .collect();
+            fields.insert(SIZE_FIELD.to_owned(), size);
+            let expires_at = if set_expires > now_us {
+                set_expires
+            } else {
+                now_us.saturating_add(ttl_ms.saturating_mul(1000))
+            };
+            self.keys.insert(
+                cache.to_owned(),
+                Entry {
+                    value: Value::Hash(fields),
+                    expires_at,
+                },
+            );
+        }
+        mine
+    }
+
+    /// The leave script's `DEL` of the filler cache of the set it removed a
+    /// member from (a missing key deletes nothing).
+    pub(super) fn drop_filler_cache(&mut self, cache: &str) {
+        if !cache.is_empty() {
+            self.keys.remove(cache);
+        }
+    }
+}
+
+/// Whether the member at `rank` of `set` keeps its score as its position
+/// (rule 15: the first member with an integer score below the set's size;
+/// under the duplicate-keepers sabotage, every such member).
+pub(super) fn is_keeper(set: &[(f64, String)], rank: usize, sabotage: PositionSabotage) -> bool {
+    let score = set[rank].0;
+    keepable(score, set.len())
+        && (sabotage.duplicates_keep || set.partition_point(|(sc, _)| *sc < score) == rank)
+}
+
+/// Every filler of `set` with its position. Without a sabotage in one pass
+/// (the script's: keepers first, then the fillers in order take the free
+/// positions ascending); under a sabotage member by member, through the
+/// sabotaged [`hole_filled`].
+fn filler_table(set: &[(f64, String)], sabotage: PositionSabotage) -> BTreeMap<String, usize> {
+    let fillers = (0..set.len()).filter(|&r| !is_keeper(set, r, sabotage));
+    if sabotage.fillers_ignore_keepers || sabotage.duplicates_keep {
+        return fillers
+            .filter_map(|r| Some((set[r].1.clone(), hole_filled(set, &set[r].1, sabotage)?)))
+            .collect();
+    }
+    let mut kept = vec![false; set.len()];
+    for r in 0..set.len() {
+        if is_keeper(set, r, sabotage) {
+            kept[set[r].0 as usize] = true;
+        }
+    }
+    let mut free = (0..set.len()).filter(|&p| !kept[p]);
+    fillers
+        .filter_map(|r| Some((set[r].1.clone(), free.next()?)))
+        .collect()
+}
