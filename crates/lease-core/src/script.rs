@@ -183,7 +183,7 @@ mod tests {
         );
         assert_eq!(
             Script::for_mode(Mode::Ranked).sha1(),
-            "2eb3b80b35325ae4c9b4c8537918cf7712828058"
+            "3a05897dc574d062ca09fdc84993684c8d474939"
         );
     }
 

@@ -682,7 +682,8 @@ fn graceful_leave_removes_the_token_and_serves_the_lease_to_its_drain_end() {
             &format!("{{g}}:{c}")[..],
             &format!("{{g}}:{}", c + 1)[..],
             "{g}:rules",
-            "{g}:members"
+            &format!("{{g}}:{c}:fillers")[..],
+            &format!("{{g}}:{}:fillers", c + 1)[..],
         ]
     );
     assert_eq!(t.args[1], c.to_string());

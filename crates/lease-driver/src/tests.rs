@@ -247,10 +247,10 @@ fn noscript_falls_back_to_eval_with_the_source() {
     let sent = log.lock().unwrap().clone();
     let sha = Script::for_mode(lease_core::Mode::Ranked).sha1();
     assert!(sent.len() >= 4, "{sent:?}");
-    let evalsha = format!("EVALSHA {sha} 4 {{g}}:");
+    let evalsha = format!("EVALSHA {sha} 5 {{g}}:");
     assert!(sent[0].starts_with(&evalsha), "{}", sent[0]);
     assert!(
-        sent[0].contains(" {g}:rules {g}:members 300 "),
+        sent[0].contains(" {g}:rules {g}:members {g}:0:fillers 300 "),
         "{}",
         sent[0]
     );
@@ -369,7 +369,7 @@ fn a_graceful_leave_runs_its_leave_request_to_the_end_after_the_cancel() {
     let leave = Script::leave().sha1();
     assert!(
         sent.iter()
-            .any(|l| l.starts_with(&format!("EVALSHA {leave} 4 "))),
+            .any(|l| l.starts_with(&format!("EVALSHA {leave} 5 "))),
         "{sent:?}"
     );
     let mut cx = Context::from_waker(Waker::noop());

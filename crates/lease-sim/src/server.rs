@@ -320,7 +320,11 @@ impl Server {
         let executed = if script.is_leave() {
             // The leave script reads its fourth and fifth keys as filler
             // caches only when five are declared.
-            let keys = if n == 5 { keys } else { [keys[0], keys[1], keys[2], "", ""] };
+            let keys = if n == 5 {
+                keys
+            } else {
+                [keys[0], keys[1], keys[2], "", ""]
+            };
             self.store.execute_leave_with_caches(now_us, keys, args)
         } else {
             self.store

@@ -174,9 +174,9 @@ enum Op {
 
 impl Op {
     /// The declared keys: five, as the workers send them, or three for a
-    /// caller that declares neither the member record nor the filler caches
-    /// (Arrival, and Ranked callers chosen by token, so that both kinds
-    /// share every group).
+    /// registration that declares neither the member record nor the filler
+    /// cache (Arrival, and Ranked callers chosen by token, so that both
+    /// kinds share every group).
     fn keys(&self) -> Vec<String> {
         let key = |k: i64| format!("{{g}}:{k}");
         let fillers = |k: i64| format!("{{g}}:{k}:fillers");
@@ -197,17 +197,19 @@ impl Op {
         keys
     }
 
-    /// Whether this operation declares all five keys.
+    /// Whether this operation declares all five keys. A leave always does:
+    /// one that declares no filler caches cannot delete the cache of the
+    /// set it removes from, and a set reopened by a backward step could
+    /// then come back to the size its cache was computed for with other
+    /// members (docs/protocol.md, rule 15).
     fn five_keys(&self) -> bool {
         match self {
-            Op::Named { .. } => true,
+            Op::Named { .. } | Op::Leave { .. } => true,
             Op::Register {
                 mode: Mode::Arrival,
                 ..
             } => false,
-            Op::Register { token, .. } | Op::Leave { token, .. } => {
-                token.bytes().last().is_none_or(|b| b % 3 != 0)
-            }
+            Op::Register { token, .. } => token.bytes().last().is_none_or(|b| b % 3 != 0),
         }
     }
 
@@ -356,6 +358,9 @@ struct Harness {
     ttl_skew_ms: i64,
     /// For failure messages: the sequence being played.
     context: String,
+    /// The SHA-1 of a broken Ranked script to run instead of `ranked.lua`
+    /// (the negative control of the filler cache's size check).
+    broken_ranked: Option<String>,
 }
 
 fn ints(v: &Value) -> Option<Vec<i64>> {
@@ -435,6 +440,7 @@ impl Harness {
             tally: Tally::default(),
             ttl_skew_ms: 0,
             context: String::new(),
+            broken_ranked: None,
         }
     }
 
@@ -577,8 +583,18 @@ impl Harness {
         pipe.cmd("TIME");
         for op in ops {
             let keys = op.keys();
+            let sha = match (op, &self.broken_ranked) {
+                (
+                    Op::Register {
+                        mode: Mode::Ranked, ..
+                    }
+                    | Op::Named { .. },
+                    Some(broken),
+                ) => broken.as_str(),
+                _ => op.script().sha1(),
+            };
             pipe.cmd("EVALSHA")
-                .arg(op.script().sha1())
+                .arg(sha)
                 .arg(keys.len())
                 .arg(&keys[..])
                 .arg(&op.args()[..]);
@@ -692,20 +708,24 @@ impl Harness {
         cache: [Option<bool>; 2],
         reply: &Result<Vec<i64>, String>,
     ) {
-        let t = &mut self.tally;
         let Ok(r) = reply else { return };
         if r[0] != 1 {
             return;
         }
         match op {
             Op::Leave { c, .. } if r[4] == 1 => {
+                let t = &mut self.tally;
                 let removed_from = usize::from(c.parse() != Ok(r[1]));
                 if cache[removed_from].is_some() {
                     t.cache_dropped += 1;
                 }
             }
-            Op::Register { .. } => {
-                let filler = shape.is_some_and(|s| s > Shape::Keeper && s < Shape::Returnee);
+            Op::Register { token, .. } => {
+                // A repeat reads the closed set as a first registration
+                // does: what counts is the member's place there.
+                let filler = shape.is_some_and(|s| s > Shape::Keeper && s < Shape::Returnee)
+                    || (shape == Some(Shape::Repeat) && r[4] >= 0 && self.fills(op, token));
+                let t = &mut self.tally;
                 if !filler {
                     return;
                 }
@@ -718,6 +738,19 @@ impl Harness {
             }
             _ => {}
         }
+    }
+
+    /// Whether `token` is a filler of the closed set `op` reads (in it, and
+    /// not the first member with an integer score below its size).
+    fn fills(&self, op: &Op, token: &str) -> bool {
+        let set = self.store.scores(&op.keys()[1]).unwrap_or_default();
+        let size = set.len() as f64;
+        set.iter().position(|(_, m)| m == token).is_some_and(|at| {
+            let p = set[at].0;
+            let keeps =
+                p < size && p == p.floor() && set.iter().position(|(q, _)| *q == p) == Some(at);
+            !keeps
+        })
     }
 
     /// Whether a named registration finds the member record naming another
@@ -1088,7 +1121,6 @@ fn reopen(h: &mut Harness, members: &mut [Member], v: i64, rng: &mut ChaCha8Rng)
         .unwrap_or_default()
         .into_iter()
         .map(|(_, m)| m)
-        .filter(|_| rng.random_bool(0.5))
         .collect();
     h.tally.reopened += 1;
     let k = h.k(L_MS);
@@ -1120,6 +1152,7 @@ fn reopen(h: &mut Harness, members: &mut [Member], v: i64, rng: &mut ChaCha8Rng)
         // its size can come back to the one a filler cache was computed
         // for, with other members (the leave deletes the cache).
         if into == v - 1
+            && rng.random_bool(0.5)
             && let Some(m) = first_version.choose(rng)
         {
             h.play(&[Op::Leave {
@@ -1129,6 +1162,31 @@ fn reopen(h: &mut Harness, members: &mut [Member], v: i64, rng: &mut ChaCha8Rng)
                 token: m.clone(),
             }]);
             h.compare_all("after a leave from the reopened set");
+        }
+        // The fillers of the first version of v - 1 register into v again
+        // (a retry after a timeout): they find the cache written for the
+        // first version, of another size now.
+        if into == v - 1 {
+            let listed = match h.store.peek(&format!("{{g}}:{}:fillers", v - 1)) {
+                Some(Peek::Fields(fields)) => fields,
+                _ => Vec::new(),
+            };
+            let ops: Vec<Op> = members
+                .iter()
+                .filter(|m| listed.iter().any(|(field, _)| *field == m.token))
+                .map(|m| Op::Register {
+                    mode: Mode::Ranked,
+                    v,
+                    interval_ms: L_MS,
+                    ttl: TTL_MS.to_string(),
+                    expected: k.to_string(),
+                    rules: RANKED.to_owned(),
+                    token: m.token.clone(),
+                    sent: m.last.to_string(),
+                })
+                .collect();
+            h.play(&ops);
+            h.compare_all("after the retries into the next set");
         }
     }
 }
@@ -1451,13 +1509,40 @@ fn the_store_and_the_scripts_agree_on_every_reply_and_key() {
         ),
         ("fillers that read the filler cache", t.cache_hits),
         ("fillers that wrote the filler cache", t.cache_written),
-        (
-            "fillers that found a cache of another size",
-            t.cache_stale,
-        ),
+        ("fillers that found a cache of another size", t.cache_stale),
         ("fillers of three-key callers", t.fillers_uncached),
         ("leaves that deleted a filler cache", t.cache_dropped),
     ] {
         assert!(count >= 5, "only {count} {what}: {t:?}");
     }
+}
+
+/// The negative control of the filler cache's size check (rule 15): a
+/// `ranked.lua` that reads a filler's cached position whatever size the
+/// cache was computed for answers, after a reopened set grew, from the set
+/// it was before; the comparison with the store, which computes every
+/// position from the set, catches it.
+#[test]
+fn a_script_that_reads_a_filler_cache_of_another_size_is_caught() {
+    let server = RedisServer::start().expect("redis-server");
+    let mut h = Harness::new(&server);
+    let source = Script::for_mode(Mode::Ranked).source();
+    let check = "cached[1] == string.format('%d', size) and cached[2]";
+    assert!(source.contains(check), "the size check is in ranked.lua");
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(source.replace(check, "cached[2]"))
+        .query(&mut h.conn)
+        .expect("SCRIPT LOAD");
+    h.broken_ranked = Some(sha);
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        for seed in [1, 2, 3] {
+            for n in [5, 16, 40] {
+                ranked_sequence(&mut h, seed, n, 30);
+            }
+        }
+    }));
+    let panic = caught.expect_err("the broken script is caught");
+    let message = panic.downcast_ref::<String>().map_or("", String::as_str);
+    assert!(message.contains("differ"), "{message}");
 }

@@ -10,20 +10,23 @@ use super::{Entry, PositionSabotage, SimStore, Value, hole_filled, keepable};
 const SIZE_FIELD: &str = "#";
 
 impl SimStore {
-    /// **Test only: breaks exclusivity.** With `true`, a filler takes its
-    /// position from the filler cache whatever the size recorded there, so
+    /// **Test only: breaks exclusivity.** With `true`, a filler listed in
+    /// the filler cache takes its position from it whatever size the cache
+    /// was computed for, as a script without the cache's size check would:
     /// a closed set reopened by a backward clock step and grown since the
-    /// cache was written is answered from the set it was before (the
-    /// negative control of rule 15's cache check).
+    /// cache was written is answered from the set it was before.
     pub fn sabotage_filler_cache(&mut self, on: bool) {
         self.sabotage_filler_cache = on;
     }
 
-    /// The position of the filler at `rank` of the closed set `closed`
-    /// (rule 15), read from the filler cache `cache` when it was computed
-    /// from a set of this size; otherwise computed for every filler of the
-    /// set and written to `cache`, expiring with the set. An empty `cache`
-    /// (a caller that declares no fifth key) computes without the cache.
+    /// The position of `member`, a filler of the closed set `closed` (rule
+    /// 15), computed from the set (the reference the script's cached answer
+    /// is compared with), and the filler cache `cache` kept as the script
+    /// keeps it: left alone when it was computed for a set of this size and
+    /// lists the member, otherwise written afresh for every filler of the
+    /// set, expiring with it. An empty `cache` (a caller that declares no
+    /// fifth key) writes nothing. Under [`SimStore::sabotage_filler_cache`]
+    /// the cached position is answered whatever size it was computed for.
     pub(super) fn filler_position(
         &mut self,
         closed: &str,
@@ -33,57 +36,50 @@ impl SimStore {
         ttl_ms: i64,
         sabotage: PositionSabotage,
     ) -> Option<usize> {
-        let (size, set_expires) = match self.keys.get(closed) {
-            Some(Entry {
-                value: Value::Set(set),
-                expires_at,
-            }) => (set.len().to_string(), *expires_at),
-            _ => return None,
-        };
-        if !cache.is_empty() {
-            self.expire(cache, now_us);
-            if let Some(Entry {
-                value: Value::Hash(fields),
-                ..
-            }) = self.keys.get(cache)
-            {
-                let fresh = fields.get(SIZE_FIELD) == Some(&size);
-                if fresh || self.sabotage_filler_cache {
-                    if let Some(p) = fields.get(member) {
-                        return p.parse().ok();
-                    }
-                }
-            }
-        }
         let Some(Entry {
             value: Value::Set(set),
-            ..
+            expires_at: set_expires,
         }) = self.keys.get(closed)
         else {
             return None;
         };
+        let set_expires = *set_expires;
+        let size = set.len().to_string();
         let table = filler_table(set, sabotage);
-        let mine = table.get(member).copied();
-        if !cache.is_empty() {
-            let mut fields: BTreeMap<String, String> = table
-                .into_iter()
-                .map(|(m, p)| (m, p.to_string()))
-                .collect();
-            fields.insert(SIZE_FIELD.to_owned(), size);
-            let expires_at = if set_expires > now_us {
-                set_expires
-            } else {
-                now_us.saturating_add(ttl_ms.saturating_mul(1000))
-            };
-            self.keys.insert(
-                cache.to_owned(),
-                Entry {
-                    value: Value::Hash(fields),
-                    expires_at,
-                },
-            );
+        let fresh = table.get(member).copied();
+        if cache.is_empty() {
+            return fresh;
         }
-        mine
+        self.expire(cache, now_us);
+        if let Some(Entry {
+            value: Value::Hash(fields),
+            ..
+        }) = self.keys.get(cache)
+            && let Some(cached) = fields.get(member)
+        {
+            if fields.get(SIZE_FIELD) == Some(&size) {
+                return fresh;
+            }
+            if self.sabotage_filler_cache {
+                return cached.parse().ok();
+            }
+        }
+        let mut fields: BTreeMap<String, String> =
+            table.into_iter().map(|(m, p)| (m, p.to_string())).collect();
+        fields.insert(SIZE_FIELD.to_owned(), size);
+        let expires_at = if set_expires > now_us {
+            set_expires
+        } else {
+            now_us.saturating_add(ttl_ms.saturating_mul(1000))
+        };
+        self.keys.insert(
+            cache.to_owned(),
+            Entry {
+                value: Value::Hash(fields),
+                expires_at,
+            },
+        );
+        fresh
     }
 
     /// The leave script's `DEL` of the filler cache of the set it removed a
