@@ -202,10 +202,16 @@ async fn watch(server: &RedisServer, log: &Shared, l: Duration, count: u32, each
     };
     let mut usec_per_call: f64 = 0.0;
     let spans = if each { count } else { 1 };
+    let mut each_interval = Vec::new();
     for _ in 0..spans {
         reset_stats(server);
         tokio::time::sleep(l * (count / spans)).await;
-        usec_per_call = usec_per_call.max(cost());
+        let c = cost();
+        each_interval.push(format!("{c:.1}"));
+        usec_per_call = usec_per_call.max(c);
+    }
+    if each {
+        eprintln!("  Redis µs per registration, interval by interval: {}", each_interval.join(", "));
     }
     let lat = totals.take_latencies();
     Phase {

@@ -15,8 +15,10 @@
 //! are read after every pass, so a change of the machine's load falls on
 //! all of them alike; each round starts on fresh keys. Revision 2 is also
 //! measured with `F` of the `N` as fillers (carried positions out of range
-//! after `F` departures), the slower path: each filler reads the keepers'
-//! scores, O(N), in the one closed interval after a change. Revision 2
+//! after `F` departures), the slower path of the one closed interval after
+//! a change: every pass starts without the closed set's filler cache, so
+//! its first filler computes every filler's position (O(N)) and writes the
+//! cache, and the others read theirs from it. Revision 2
 //! without rule 15's duplicate clause (every member carrying a position
 //! keeps it, `ranked-duplicates-keep.lua`) is measured on the settled set
 //! too: with the clause a keeper looks up the members with the score it
@@ -59,6 +61,11 @@ struct Variant {
     open: String,
     closed: String,
     record: String,
+    members: String,
+    /// The filler cache of the closed set (rule 15), deleted before every
+    /// pass: each pass is one interval's registrations, whose first filler
+    /// computes it and the others read it.
+    fillers: String,
     rules: String,
     k: u64,
     tokens: Vec<String>,
@@ -80,6 +87,8 @@ impl Variant {
             open: format!("{{{group}}}:{k}"),
             closed: format!("{{{group}}}:{}", k - 1),
             record: format!("{{{group}}}:rules"),
+            members: format!("{{{group}}}:members"),
+            fillers: format!("{{{group}}}:{}:fillers", k - 1),
             rules: rules.to_owned(),
             k,
             tokens: (0..scores.len())
@@ -98,8 +107,9 @@ impl Variant {
         v
     }
 
-    /// Each token registers once.
+    /// Each token registers once, with the five keys a worker sends.
     fn pass(&self, server: &RedisServer) {
+        server.command(&["DEL", &self.fillers]).unwrap();
         for (token, sent) in self.tokens.iter().zip(&self.sent) {
             let args = [
                 L_MS.to_string(),
@@ -112,10 +122,12 @@ impl Variant {
             let mut cmd: Vec<&str> = vec![
                 "EVALSHA",
                 &self.sha,
-                "3",
+                "5",
                 &self.open,
                 &self.closed,
                 &self.record,
+                &self.members,
+                &self.fillers,
             ];
             cmd.extend(args.iter().map(String::as_str));
             let r = server.command(&cmd).unwrap();
