@@ -211,7 +211,10 @@ async fn watch(server: &RedisServer, log: &Shared, l: Duration, count: u32, each
         usec_per_call = usec_per_call.max(c);
     }
     if each {
-        eprintln!("  Redis µs per registration, interval by interval: {}", each_interval.join(", "));
+        eprintln!(
+            "  Redis µs per registration, interval by interval: {}",
+            each_interval.join(", ")
+        );
     }
     let lat = totals.take_latencies();
     Phase {

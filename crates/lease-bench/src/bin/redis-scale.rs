@@ -1,13 +1,17 @@
 //! Real Redis on loopback: one process driving 10,000 groups (one worker
 //! each) over one multiplexed connection at `L = 1 s`, per counting mode:
-//! expiries, this process's CPU share, registration round trip p50/p99,
+//! the time until every group owns and the script calls per group in the
+//! third and fourth intervals after the start (the start-up's round trips),
+//! expiries,
+//! this process's CPU share, registration round trip p50/p99,
 //! Redis CPU per registration (`INFO commandstats`, and the whole server
 //! process) and Redis memory per group.
 //!
 //! Usage: `redis-scale [--groups N[,N..]] [--intervals N] [--interval-ms MS]
 //! [--adapters redis,fred,smol] [--modes ranked,arrival] [--connections N]
 //! [--response-timeout-ms MS] [--spread default|widest|S] [--threads N]
-//! [--smol-executor own|global] [--pipeline-buffer N]` (default 10,000 groups, 60 intervals of
+//! [--smol-executor own|global] [--pipeline-buffer N] [--start-spread on|off]`
+//! (default 10,000 groups, 60 intervals of
 //! 1,000 ms, lease-redis, both modes, one connection, redis-rs's response
 //! timeout set to the interval as lease-redis's docs advise; 0 = none;
 //! the default Ranked spread, `widest` for `Options::max_spread`).
@@ -43,6 +47,9 @@ struct Counts {
 
 struct Row {
     settle: Duration,
+    /// Script calls per group in `[2 L, 3 L)` and `[3 L, 4 L)` after the
+    /// start.
+    start_up: [f64; 2],
     changes: u64,
     expiries: u64,
     stand_downs: u64,
@@ -99,6 +106,9 @@ struct Setup {
     /// redis-rs's pipeline buffer (requests queued for the connection's
     /// task); `None`: redis-rs's default, 50.
     pipeline_buffer: Option<usize>,
+    /// `Options::with_start_spread`: first registrations spread over an
+    /// interval.
+    start_spread: bool,
 }
 
 /// Which Ranked spread the workers use.
@@ -164,8 +174,11 @@ async fn consume(
 /// Starts every group's worker; dropping the returned value stops them.
 async fn start(server: &RedisServer, s: Setup, counts: &Arc<Counts>) -> Box<dyn std::any::Any> {
     let options = |g: usize| {
-        s.spread
-            .apply(lease_core::Options::new(format!("scale-{g}"), s.l).classic(s.mode))
+        s.spread.apply(
+            lease_core::Options::new(format!("scale-{g}"), s.l)
+                .classic(s.mode)
+                .with_start_spread(s.start_spread),
+        )
     };
     let mut config = redis::AsyncConnectionConfig::new().set_response_timeout(s.response_timeout);
     if let Some(size) = s.pipeline_buffer {
@@ -281,10 +294,34 @@ async fn run(server: &RedisServer, s: Setup) -> Row {
     let counts = Arc::new(Counts::default());
     let tasks = start(server, s, &counts).await;
     let start = Instant::now();
-    while (counts.holding.load(Ordering::Relaxed) as usize) < groups && start.elapsed() < l * 20 {
+    let calls_now = || {
+        let (a, _) = command_stats(server, "evalsha");
+        let (b, _) = command_stats(server, "eval");
+        a + b
+    };
+    // Until every group owns, and at least until the calls of the third
+    // and fourth intervals are counted (the start-up's round trips).
+    let mut settle = None;
+    let mut marks: Vec<u64> = Vec::with_capacity(3);
+    loop {
+        let e = start.elapsed();
+        if settle.is_none() && counts.holding.load(Ordering::Relaxed) as usize >= groups {
+            settle = Some(e);
+        }
+        if marks.len() < 3 && e >= l * (2 + marks.len() as u32) {
+            marks.push(calls_now());
+        }
+        if (settle.is_some() && marks.len() == 3) || e >= l * 20 {
+            break;
+        }
         tokio::time::sleep(l / 20).await;
     }
-    let settle = start.elapsed();
+    let per_group = |i: usize| match (marks.get(i), marks.get(i + 1)) {
+        (Some(a), Some(b)) => (b - a) as f64 / groups as f64,
+        _ => f64::NAN,
+    };
+    let start_up = [per_group(0), per_group(1)];
+    let settle = settle.unwrap_or(l * 20);
     tokio::time::sleep(l * 3).await;
 
     reset_stats(server);
@@ -308,6 +345,7 @@ async fn run(server: &RedisServer, s: Setup) -> Row {
     let ms = |p: usize| percentile(&lat, p).unwrap_or(f64::NAN) * 1000.0;
     Row {
         settle,
+        start_up,
         changes,
         expiries: after.expiries,
         stand_downs: after.stand_downs,
@@ -338,10 +376,11 @@ fn main() {
     let mut pipeline_buffer = None;
     let mut response_timeout_ms: Option<u64> = None;
     let mut spread = Spread::Default;
+    let mut start_spread = false;
     let mut args = std::env::args().skip(1);
     let usage = || -> ! {
         eprintln!(
-            "usage: redis-scale [--groups N[,N..]] [--intervals N] [--interval-ms MS] [--adapters redis,fred,smol] [--modes ranked,arrival] [--connections N] [--response-timeout-ms MS] [--spread default|widest|S] [--threads N] [--smol-executor own|global] [--pipeline-buffer N]"
+            "usage: redis-scale [--groups N[,N..]] [--intervals N] [--interval-ms MS] [--adapters redis,fred,smol] [--modes ranked,arrival] [--connections N] [--response-timeout-ms MS] [--spread default|widest|S] [--threads N] [--smol-executor own|global] [--pipeline-buffer N] [--start-spread on|off]"
         );
         std::process::exit(2);
     };
@@ -390,6 +429,13 @@ fn main() {
                     x => Spread::Fixed(x.parse().unwrap_or_else(|_| usage())),
                 };
             }
+            "--start-spread" => {
+                start_spread = match v.as_str() {
+                    "on" => true,
+                    "off" => false,
+                    _ => usage(),
+                };
+            }
             "--response-timeout-ms" => {
                 response_timeout_ms = Some(v.parse().unwrap_or_else(|_| usage()));
             }
@@ -415,6 +461,7 @@ fn main() {
         "groups",
         "mode",
         "all owning after",
+        "round trips per worker in [2 L, 3 L) / [3 L, 4 L)",
         "groups idle at the end",
         "pair changes",
         "expiries",
@@ -447,6 +494,7 @@ fn main() {
                     threads: threads.max(1),
                     smol_global,
                     pipeline_buffer,
+                    start_spread,
                 };
                 let r = rt.block_on(run(&server, setup));
                 eprintln!(
@@ -463,6 +511,7 @@ fn main() {
                     } else {
                         format!("{:.1} L", r.settle.as_secs_f64() / l.as_secs_f64())
                     },
+                    format!("{:.3} / {:.3}", r.start_up[0], r.start_up[1]),
                     r.idle_at_end.to_string(),
                     r.changes.to_string(),
                     r.expiries.to_string(),
