@@ -1,6 +1,7 @@
 //! A simulated Redis: the semantics of both registration scripts and of the
 //! leave script (`TIME`, the group's rules record, key expiry, `INCR`/`GET`,
-//! sorted sets with `ZADD NX`, `ZRANK`, `ZCARD`, `ZREM`)
+//! sorted sets with `ZADD NX`, `ZRANK`, `ZCARD`, `ZREM`, and the hashes of
+//! the member record and the filler cache)
 //! over an in-memory key space, with the server-side faults the protocol must
 //! survive (restart losing every key) and one it need not (lost writes).
 //!
