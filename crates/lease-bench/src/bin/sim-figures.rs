@@ -49,7 +49,19 @@
 //! forward server-clock step of `0.9 G` (within the guarantee) at one of 30
 //! instants after it, the shortest quiet time found.
 //!
-//! Usage: `sim-figures [--seeds N] [--regime SUBSTRING] [--per-seed] [--handover | --scenarios | --drain-budgets]`.
+//! With `--members`, rule 18's figures beside the anonymous defaults: one
+//! member restarted (graceful cancel, the new process at once or `0.5 L`
+//! later; crash, the new process at once), one crash without a new process
+//! and one missed registration, with the scenario table's seeds, windows
+//! and definitions, and per restart the member's tasks' uncovered time and
+//! lease gap, whether the new process returned to the member's index and
+//! whether every other worker kept its own (module `members`).
+//!
+//! Usage: `sim-figures [--seeds N] [--regime SUBSTRING] [--per-seed] [--handover | --scenarios | --drain-budgets | --members]`.
+
+// In a folder of its own: a file beside this one would be another binary.
+#[path = "sim-figures/members.rs"]
+mod members;
 
 use lease_bench::Classic as _;
 use std::time::Duration;
@@ -981,6 +993,16 @@ fn main() {
                     "scripts/bench-sim.sh --drain-budgets",
                 );
                 drain_budget_figures(seeds, &filter);
+                return;
+            }
+            "--members" => {
+                header(
+                    &format!(
+                        "Simulator: member names, restarts and crashes ({seeds} seeds per cell)"
+                    ),
+                    "scripts/bench-sim.sh --members",
+                );
+                members::member_figures(seeds, &filter);
                 return;
             }
             "--scenarios" => {
