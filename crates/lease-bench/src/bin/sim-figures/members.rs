@@ -10,10 +10,14 @@
 //! - *member's tasks uncovered*: per task of the restarted member's share
 //!   at the event, the time nobody held it in the window, in L (a crashed
 //!   holder counts only until the crash, as for the coverage);
-//! - *lease gap*: per such task, from the end of the old process's last
-//!   lease on it (its release at a cancel, its deadline after a crash or a
-//!   stall) to the next grant of it to anyone, in L: the figure rule 18
-//!   derives (`b + G + u + RTT`, about `0.35 L`);
+//! - *lease gap*: per such task, from the end of the old process's lease
+//!   on it (its release at the drain end after a cancel, the drain end
+//!   `(m+2)L - b` its lease from `m` would have had after a crash, the
+//!   lease's end in a stall) to the next grant of it to anyone, in L: the
+//!   figure rule 18 derives (`b + G + u + RTT`, about `0.35 L`), and how
+//!   many seeds had a gap above `0.9 L` (an interval more: the old
+//!   process's last registration executed before the event, but its reply
+//!   came after it and renewed nothing);
 //! - *regrant*: from the event to the new process's first grant, in L;
 //! - *same index*: whether the new process (or the stalled one) ends the
 //!   run on the member's index before the event, on the same `n`;
@@ -336,6 +340,10 @@ fn row(cell: [&str; 4], runs: &[RestartOutcome]) -> Vec<String> {
     row.extend([
         mean_max(runs.iter().map(|r| Some(r.uncovered))),
         mean_max(runs.iter().map(|r| r.gap)),
+        runs.iter()
+            .filter(|r| r.gap.is_some_and(|g| g > 0.9))
+            .count()
+            .to_string(),
         mean_max(runs.iter().map(|r| r.regrant)),
         share(runs.iter().map(|r| r.same_index)),
         share(runs.iter().map(|r| r.same_index.map(|_| r.others_kept))),
@@ -377,6 +385,7 @@ pub(super) fn member_figures(seeds: u64, only: &str) {
         "variant",
         "member's tasks uncovered (mean / max, L)",
         "lease gap (mean / max, L)",
+        "seeds with a gap > 0.9 L",
         "regrant (mean / max, L)",
         "same index",
         "others kept",
@@ -409,7 +418,8 @@ pub(super) fn member_figures(seeds: u64, only: &str) {
         "Window: [event, event + 6 L). Uncovered: per task of the member's share at the event, \
          time held by nobody (a crashed holder counts until the crash). Lease gap: per such \
          task, from the old process's last lease end (release, or deadline) to the next grant \
-         to anyone. Regrant: event to the new process's first grant. Same index: the new (or \
+         to anyone (for a crash, from the drain end (m+2)L - b of its lease last renewed \
+         from m). Regrant: event to the new process's first grant. Same index: the new (or \
          stalled) process ends on the member's pair; others kept: every other worker ends on \
          its own pair (seeds / runs with a successor). Coverage and moved as in the scenario \
          table: mean (worst seed).\n"
