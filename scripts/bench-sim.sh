@@ -4,7 +4,8 @@
 # Extra arguments go to the binary (--seeds N, --regime SUBSTRING, --per-seed,
 # --handover for the kept-lease and graceful-leave tables, --scenarios for
 # the handover scenarios on the default options, whole pairs and Arrival,
-# --drain-budgets for the drain budget's figures). The rolling deploy from
+# --drain-budgets for the drain budget's figures, --members for member names
+# in restarts, crashes and a missed registration). The rolling deploy from
 # the old defaults is `cargo run --release -p lease-bench --bin sim-upgrade`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
