@@ -430,6 +430,20 @@ fn leave_window(seed: u64, v: Variant, n0: usize) -> (f64, f64, u64) {
     (uncovered, cover, faults(&checker))
 }
 
+/// The cells of the scenario tables, in their row order: both regimes
+/// (ideal and lossy), each with a group of `n0` = 5 and 16.
+fn cells() -> impl Iterator<Item = (&'static str, Network, usize)> {
+    [("ideal", Network::ideal(L)), ("lossy", Network::lossy(L))]
+        .into_iter()
+        .flat_map(|(regime, network)| [5usize, 16].map(move |n0| (regime, network.clone(), n0)))
+}
+
+/// [`over_seeds`], keeping the runs that reached their event (`f` answers
+/// `None` for a seed whose group never settled).
+fn completed_runs<T: Send>(seeds: u64, f: impl Fn(u64) -> Option<T> + Sync) -> Vec<T> {
+    over_seeds(seeds, f).into_iter().flatten().collect()
+}
+
 /// Runs `f` over the seeds on two threads.
 fn over_seeds<T: Send>(seeds: u64, f: impl Fn(u64) -> T + Sync) -> Vec<T> {
     std::thread::scope(|s| {

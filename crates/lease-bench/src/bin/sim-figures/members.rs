@@ -34,8 +34,8 @@ use lease_history::{Checker, Record, Renewed};
 use lease_sim::{Action, Network, Sim, WorkerId};
 
 use super::{
-    EVENT_AT, L, Variant, WINDOW, faults, holder_of, in_l, join_as, judge, last_own, over_seeds,
-    start_variant, task_cover, us,
+    EVENT_AT, L, Variant, WINDOW, cells, completed_runs, faults, holder_of, in_l, join_as, judge,
+    last_own, start_variant, task_cover, us,
 };
 
 /// What happens to the worker at position `n0 / 2` at the event.
@@ -398,18 +398,13 @@ pub(super) fn member_figures(seeds: u64, only: &str) {
         if !restart.name().contains(only) {
             continue;
         }
-        for (regime, network) in [("ideal", Network::ideal(L)), ("lossy", Network::lossy(L))] {
-            for n0 in [5usize, 16] {
-                for v in variants {
-                    let runs: Vec<RestartOutcome> = over_seeds(seeds, |seed| {
-                        restart_run(seed, v, n0, network.clone(), restart)
-                    })
-                    .into_iter()
-                    .flatten()
-                    .collect();
-                    let n0 = n0.to_string();
-                    table.row(row([restart.name(), regime, &n0, v.name], &runs));
-                }
+        for (regime, network, n0) in cells() {
+            for v in variants {
+                let runs: Vec<RestartOutcome> = completed_runs(seeds, |seed| {
+                    restart_run(seed, v, n0, network.clone(), restart)
+                });
+                let n0 = n0.to_string();
+                table.row(row([restart.name(), regime, &n0, v.name], &runs));
             }
         }
     }

@@ -15,8 +15,8 @@ use lease_history::tasks::{TASKS, TaskSet};
 use lease_sim::{Action, Network};
 
 use super::{
-    EVENT_AT, G, L, Variant, WINDOW, faults, holder_of, in_l, join_as, judge, over_seeds,
-    start_variant, task_cover, us,
+    EVENT_AT, G, L, Variant, WINDOW, cells, completed_runs, faults, holder_of, in_l, join_as,
+    judge, over_seeds, start_variant, task_cover, us,
 };
 
 /// The scenarios of the handover table.
@@ -232,30 +232,25 @@ pub(super) fn scenario_figures(seeds: u64, only: &str) {
         if !scenario.name().contains(only) {
             continue;
         }
-        for (regime, network) in [("ideal", Network::ideal(L)), ("lossy", Network::lossy(L))] {
-            for n0 in [5usize, 16] {
-                for v in variants {
-                    let runs: Vec<ScenarioOutcome> = over_seeds(seeds, |seed| {
-                        scenario_run(seed, v, n0, network.clone(), scenario)
-                    })
-                    .into_iter()
-                    .flatten()
-                    .collect();
-                    let cover: Vec<f64> = runs.iter().map(|r| r.cover).collect();
-                    let moved: Vec<f64> = runs.iter().map(|r| r.moved).collect();
-                    table.row([
-                        scenario.name().to_owned(),
-                        regime.to_owned(),
-                        n0.to_string(),
-                        v.name.to_owned(),
-                        format!("{:.3}", mean(&cover)),
-                        format!("{:.3}", cover.iter().copied().fold(1.0, f64::min)),
-                        format!("{:.3}", mean(&moved)),
-                        format!("{:.3}", moved.iter().copied().fold(0.0, f64::max)),
-                        runs.len().to_string(),
-                        runs.iter().map(|r| r.faults).sum::<u64>().to_string(),
-                    ]);
-                }
+        for (regime, network, n0) in cells() {
+            for v in variants {
+                let runs: Vec<ScenarioOutcome> = completed_runs(seeds, |seed| {
+                    scenario_run(seed, v, n0, network.clone(), scenario)
+                });
+                let cover: Vec<f64> = runs.iter().map(|r| r.cover).collect();
+                let moved: Vec<f64> = runs.iter().map(|r| r.moved).collect();
+                table.row([
+                    scenario.name().to_owned(),
+                    regime.to_owned(),
+                    n0.to_string(),
+                    v.name.to_owned(),
+                    format!("{:.3}", mean(&cover)),
+                    format!("{:.3}", cover.iter().copied().fold(1.0, f64::min)),
+                    format!("{:.3}", mean(&moved)),
+                    format!("{:.3}", moved.iter().copied().fold(0.0, f64::max)),
+                    runs.len().to_string(),
+                    runs.iter().map(|r| r.faults).sum::<u64>().to_string(),
+                ]);
             }
         }
     }
@@ -369,44 +364,39 @@ pub(super) fn drain_budget_figures(seeds: u64, only: &str) {
         if !scenario.name().contains(only) {
             continue;
         }
-        for (regime, network) in [("ideal", Network::ideal(L)), ("lossy", Network::lossy(L))] {
-            for n0 in [5usize, 16] {
-                let mut covers = Vec::new();
-                let mut quiets = Vec::new();
-                let (mut runs, mut violations) = (0, 0);
-                for v in variants {
-                    let out: Vec<ScenarioOutcome> = over_seeds(seeds, |seed| {
-                        scenario_run(seed, v, n0, network.clone(), scenario)
-                    })
-                    .into_iter()
-                    .flatten()
-                    .collect();
-                    let cover: Vec<f64> = out.iter().map(|r| r.cover).collect();
-                    covers.push(format!(
-                        "{:.3} ({:.3})",
-                        mean(&cover),
-                        cover.iter().copied().fold(1.0, f64::min)
-                    ));
-                    let min = out.iter().filter_map(|r| r.quiet_min).reduce(f64::min);
-                    let means: Vec<f64> = out.iter().filter_map(|r| r.quiet_mean).collect();
-                    quiets.push(match min {
-                        Some(min) => format!("{min:.3} / {:.3}", mean(&means)),
-                        None => "–".to_owned(),
-                    });
-                    runs += out.len();
-                    violations += out.iter().map(|r| r.faults).sum::<u64>();
-                }
-                let mut row = vec![
-                    scenario.name().to_owned(),
-                    regime.to_owned(),
-                    n0.to_string(),
-                ];
-                row.extend(covers);
-                row.extend(quiets);
-                row.push(runs.to_string());
-                row.push(violations.to_string());
-                table.row(row);
+        for (regime, network, n0) in cells() {
+            let mut covers = Vec::new();
+            let mut quiets = Vec::new();
+            let (mut runs, mut violations) = (0, 0);
+            for v in variants {
+                let out: Vec<ScenarioOutcome> = completed_runs(seeds, |seed| {
+                    scenario_run(seed, v, n0, network.clone(), scenario)
+                });
+                let cover: Vec<f64> = out.iter().map(|r| r.cover).collect();
+                covers.push(format!(
+                    "{:.3} ({:.3})",
+                    mean(&cover),
+                    cover.iter().copied().fold(1.0, f64::min)
+                ));
+                let min = out.iter().filter_map(|r| r.quiet_min).reduce(f64::min);
+                let means: Vec<f64> = out.iter().filter_map(|r| r.quiet_mean).collect();
+                quiets.push(match min {
+                    Some(min) => format!("{min:.3} / {:.3}", mean(&means)),
+                    None => "–".to_owned(),
+                });
+                runs += out.len();
+                violations += out.iter().map(|r| r.faults).sum::<u64>();
             }
+            let mut row = vec![
+                scenario.name().to_owned(),
+                regime.to_owned(),
+                n0.to_string(),
+            ];
+            row.extend(covers);
+            row.extend(quiets);
+            row.push(runs.to_string());
+            row.push(violations.to_string());
+            table.row(row);
         }
     }
     table.print();
