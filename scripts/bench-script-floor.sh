@@ -4,7 +4,13 @@
 # of EVALSHA) against the floor, a script that only returns, called with the
 # same 3 keys and 6 arguments, side by side on one redis-server started for
 # it: same connections (50), same pipelining (1 and 16), same 30,000 groups
-# (redis-benchmark's __rand_int__), in turns (ours, the floor, ours, ...).
+# (redis-benchmark's __rand_int__), in turns (ours, the floor, the commands
+# alone, ours, ...). "The commands alone" runs the Redis commands our script
+# runs for that call (TIME, GET of the rules record, ZCARD and, with a
+# closed set, ZRANGEBYSCORE of k-1, ZADD NX and ZCARD of k, and the SET and
+# PEXPIREs of a first registration) without the script's own logic: what
+# the protocol's reads and writes cost Redis, below which no script of
+# this protocol can go.
 #   first:   fresh keys, a newcomer's arguments (ARGV[6] = -1): a group's
 #            first registrations (those of scripts/bench-redis-ceiling.sh);
 #   settled: every group's closed interval holds the token at position 0
@@ -19,6 +25,18 @@ rounds="${2:-2}"
 cat "$scripts/prelude.lua" "$scripts/ranked.lua" > "$dir/ranked.lua"
 ours=$(redis-cli -p "$port" script load "$(cat "$dir/ranked.lua")")
 floor=$(redis-cli -p "$port" script load "return {1, 0, 0, 0, -1, 0}")
+commands=$(redis-cli -p "$port" script load "
+local t = redis.call('TIME')
+local rules = redis.call('GET', KEYS[3])
+if not rules then redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[2]) end
+if redis.call('ZCARD', KEYS[2]) > 0 then
+  redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[6], ARGV[6])
+end
+if redis.call('ZADD', KEYS[1], 'NX', 0, ARGV[5]) == 1 and redis.call('ZCARD', KEYS[1]) == 1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if rules then redis.call('PEXPIRE', KEYS[3], ARGV[2]) end
+end
+return {1, 0, 0, 0, -1, 0}")
 token=0123456789abcdef0123456789abcdef
 rules="2:86400000:ranked:modulo"
 groups=30000
@@ -52,18 +70,19 @@ run() { # sha case pipelined
   echo "$rps $usec"
 }
 
-echo "| case | pipelined | round | ours µs/call | empty µs/call | ratio | ours calls/s | empty calls/s | ratio |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| case | pipelined | round | ours µs/call | empty µs/call | ratio | commands alone µs/call | ours / commands | ours calls/s | empty calls/s | ratio |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for case in ${CASES-first settled}; do
   for p in 1 16; do
     for r in $(seq "$rounds"); do
       read -r ours_rps ours_us < <(run "$ours" "$case" "$p")
       read -r floor_rps floor_us < <(run "$floor" "$case" "$p")
-      python3 - "$case" "$p" "$r" "$ours_us" "$floor_us" "$ours_rps" "$floor_rps" <<'PY'
+      read -r _ commands_us < <(run "$commands" "$case" "$p")
+      python3 - "$case" "$p" "$r" "$ours_us" "$floor_us" "$commands_us" "$ours_rps" "$floor_rps" <<'PY'
 import sys
-case, p, r, ou, fu, orps, frps = sys.argv[1:]
-ou, fu, orps, frps = map(float, (ou, fu, orps, frps))
-print(f"| {case} | {p} | {r} | {ou:.2f} | {fu:.2f} | {ou/fu:.2f} | {orps:,.0f} | {frps:,.0f} | {orps/frps:.2f} |")
+case, p, r, ou, fu, cu, orps, frps = sys.argv[1:]
+ou, fu, cu, orps, frps = map(float, (ou, fu, cu, orps, frps))
+print(f"| {case} | {p} | {r} | {ou:.2f} | {fu:.2f} | {ou/fu:.2f} | {cu:.2f} | {ou/cu:.2f} | {orps:,.0f} | {frps:,.0f} | {orps/frps:.2f} |")
 PY
     done
   done
@@ -106,13 +125,14 @@ PY
   redis-cli -p "$port" info commandstats | grep '^cmdstat_evalsha:' | sed 's/.*usec_per_call=\([0-9.]*\).*/\1/'
 }
 echo
-echo "| once per member | round | ours µs/call | empty µs/call | ratio |"
-echo "| --- | --- | --- | --- | --- |"
+echo "| once per member | round | ours µs/call | empty µs/call | ratio | commands alone µs/call | ours / commands |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
 for case in newcomers keepers; do
   for r in $(seq "$rounds"); do
     ours_us=$(once "$ours" "$case")
     floor_us=$(once "$floor" "$case")
-    python3 -c "import sys; o, f = map(float, sys.argv[3:]); print(f'| {sys.argv[1]} | {sys.argv[2]} | {o:.2f} | {f:.2f} | {o/f:.2f} |')" "$case" "$r" "$ours_us" "$floor_us"
+    commands_us=$(once "$commands" "$case")
+    python3 -c "import sys; o, f, c = map(float, sys.argv[3:]); print(f'| {sys.argv[1]} | {sys.argv[2]} | {o:.2f} | {f:.2f} | {o/f:.2f} | {c:.2f} | {o/c:.2f} |')" "$case" "$r" "$ours_us" "$floor_us" "$commands_us"
   done
 done
 echo

@@ -183,7 +183,7 @@ mod tests {
         );
         assert_eq!(
             Script::for_mode(Mode::Ranked).sha1(),
-            "3a05897dc574d062ca09fdc84993684c8d474939"
+            "6310befeda7234b1e465a9f7dbec2819a8ec8e21"
         );
     }
 

@@ -167,7 +167,8 @@ else
   if sent and sent >= 0 and sent < 4294967296 then
     score = 4294967296 + math.floor(sent) + 0.5
   else
-    score = 9007199254740992
+    -- 2^53 as Redis would print it: a string costs no conversion.
+    score = '9007199254740992'
   end
 end
 -- Only the registration that creates the set of k sets its TTL and renews
