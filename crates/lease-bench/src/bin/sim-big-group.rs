@@ -216,10 +216,10 @@ fn over_seeds<T: Send>(seeds: u64, threads: u64, f: impl Fn(u64) -> T + Sync) ->
     })
 }
 
-/// Mean and largest of the values, as `mean (max)`.
-fn mean_max(xs: &[f64], digits: usize) -> String {
+/// Mean and largest of the values, as `mean unit (max)`.
+fn mean_max(xs: &[f64], digits: usize, unit: &str) -> String {
     let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    format!("{:.digits$} ({max:.digits$})", mean(xs))
+    format!("{:.digits$}{unit} ({max:.digits$})", mean(xs))
 }
 
 /// The rows of one size on one network.
@@ -229,8 +229,11 @@ fn rows(table: &mut Table, n: usize, network: &str, intervals: u32, runs: &[Outc
     let failed = seeds - colds.len();
     let cold = match (colds.is_empty(), failed) {
         (true, _) => format!("not within {COLD_LIMIT} L"),
-        (false, 0) => format!("{} L", mean_max(&colds, 2)),
-        (false, f) => format!("{} L; {f} seeds not within {COLD_LIMIT} L", mean_max(&colds, 2)),
+        (false, 0) => mean_max(&colds, 2, " L"),
+        (false, f) => format!(
+            "{}; {f} seeds not within {COLD_LIMIT} L",
+            mean_max(&colds, 2, " L")
+        ),
     };
     let wall = mean(&runs.iter().map(|r| r.wall.as_secs_f64()).collect::<Vec<_>>());
     let names = [
@@ -249,7 +252,7 @@ fn rows(table: &mut Table, n: usize, network: &str, intervals: u32, runs: &[Outc
             network.to_owned(),
             name,
             if k == 0 { cold.clone() } else { String::new() },
-            mean_max(&changes, 0),
+            mean_max(&changes, 0, ""),
             phase.iter().map(|p| p.expiries).sum::<u64>().to_string(),
             if covers.is_empty() {
                 String::new()
