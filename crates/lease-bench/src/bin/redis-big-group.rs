@@ -26,8 +26,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use lease_bench::redis::{Totals, command_stats, reset_stats, server_version};
 use lease_bench::coverage::Holdings;
+use lease_bench::redis::{Totals, command_stats, reset_stats, server_version};
 use lease_bench::{Table, header, load_average, percentile};
 use lease_history::checker::HoldingEnd;
 use lease_redis::CancellationToken;

@@ -235,7 +235,12 @@ fn rows(table: &mut Table, n: usize, network: &str, intervals: u32, runs: &[Outc
             mean_max(&colds, 2, " L")
         ),
     };
-    let wall = mean(&runs.iter().map(|r| r.wall.as_secs_f64()).collect::<Vec<_>>());
+    let wall = mean(
+        &runs
+            .iter()
+            .map(|r| r.wall.as_secs_f64())
+            .collect::<Vec<_>>(),
+    );
     let names = [
         format!("settled, {intervals} L"),
         format!("{} replaced at once", n / 4),
