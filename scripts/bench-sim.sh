@@ -7,6 +7,15 @@
 # --drain-budgets for the drain budget's figures, --members for member names
 # in restarts, crashes and a missed registration). The rolling deploy from
 # the old defaults is `cargo run --release -p lease-bench --bin sim-upgrade`.
+#
+# `--big` first: the simulator's one group of 1,000-10,000 workers instead
+# (binary `sim-big-group`, the scenario of `scripts/bench-redis.sh big` in
+# virtual time), with the remaining arguments (--seeds N, --workers
+# N[,N..], --intervals N, --networks, --threads N).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ "${1:-}" == "--big" ]]; then
+    shift
+    exec cargo run -q --release -p lease-bench --bin sim-big-group -- "$@"
+fi
 cargo run -q --release -p lease-bench --bin sim-figures -- "$@"

@@ -7,6 +7,7 @@
 //! | binary | table |
 //! |---|---|
 //! | `sim-figures` | simulator, `Ranked` against `Arrival`, same seeds, every regime; handover scenarios; drain budgets |
+//! | `sim-big-group` | simulator, one group of 1,000-10,000 workers: `redis-big-group`'s scenario in virtual time |
 //! | `sim-upgrade` | simulator, a rolling deploy from the old defaults (whole pairs) to task sets |
 //! | `affinity` | keys moved by `n -> n+1` and `n -> n-1`, modulo and consistent |
 //! | `alloc-count` | heap allocations per registration in steady state |
@@ -26,6 +27,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+pub mod coverage;
 pub mod redis;
 pub mod steady;
 

@@ -12,6 +12,9 @@ use std::collections::{BTreeMap, HashMap};
 
 mod fillers;
 mod members;
+mod zset;
+
+use zset::ZSet;
 
 use lease_core::Mode;
 
@@ -22,7 +25,7 @@ enum Value {
     Counter(i64),
     /// `Ranked`: a sorted set of `(score, member)`, kept in Redis order
     /// (by score, ties by member bytes).
-    Set(Vec<(f64, String)>),
+    Set(ZSet),
     /// A string: the group's rules record.
     Text(String),
     /// A hash: the group's member record (rule 18).
@@ -227,9 +230,7 @@ impl SimStore {
             let Value::Set(set) = &mut entry.value else {
                 return Err(StoreError::WrongType);
             };
-            let before = set.len();
-            set.retain(|(_, m)| m != token);
-            let gone = before - set.len();
+            let gone = usize::from(set.remove(token));
             if set.is_empty() {
                 // ZREM of the last member deletes the key.
                 self.keys.remove(key);
@@ -411,8 +412,10 @@ impl SimStore {
         let (keeper, size) = match self.keys.get(keys[1]).map(|e| &e.value) {
             None => (None, 0),
             Some(Value::Set(set)) => {
-                let at = set.iter().position(|(_, m)| m == token);
-                let kept = at.map(|r| fillers::is_keeper(set, r, sabotage).then_some(set[r].0));
+                let kept = set.score(token).map(|score| {
+                    let first = set.first_with_its_score(score, token);
+                    keeps(score, set.len(), first, sabotage).then_some(score)
+                });
                 (kept, set.len())
             }
             Some(_) => return Err(StoreError::WrongType),
@@ -434,17 +437,14 @@ impl SimStore {
         // renews the record (ranked.lua).
         let fresh = !self.keys.contains_key(keys[0]);
         let entry = self.keys.entry(keys[0].to_owned()).or_insert(Entry {
-            value: Value::Set(Vec::new()),
+            value: Value::Set(ZSet::default()),
             expires_at: 0,
         });
         let Value::Set(set) = &mut entry.value else {
             return Err(StoreError::WrongType);
         };
         // ZADD NX: a repeat of the same token changes nothing.
-        if !set.iter().any(|(_, m)| m == token) {
-            let at = set.partition_point(|(s, m)| (*s, m.as_bytes()) < (score, token.as_bytes()));
-            set.insert(at, (score, token.clone()));
-        }
+        set.add_nx(score, token);
         if fresh {
             self.pexpire(keys[0], now_us, ttl_ms);
             if recorded {
@@ -488,7 +488,7 @@ impl SimStore {
                 }
                 Value::Set(set) => {
                     let before = set.len();
-                    set.retain(|_| !lose());
+                    set.retain(|| !lose());
                     lost += (before - set.len()) as u64;
                 }
                 Value::Text(_) | Value::Hash(_) => {}
@@ -502,7 +502,7 @@ impl SimStore {
     pub fn peek(&self, key: &str) -> Option<Peek> {
         self.keys.get(key).map(|e| match &e.value {
             Value::Counter(c) => Peek::Counter(*c),
-            Value::Set(s) => Peek::Members(s.iter().map(|(_, m)| m.clone()).collect()),
+            Value::Set(s) => Peek::Members(s.iter().map(|(_, m)| m.to_owned()).collect()),
             Value::Text(t) => Peek::Text(t.clone()),
             Value::Hash(h) => Peek::Fields(h.clone().into_iter().collect()),
         })
@@ -512,7 +512,7 @@ impl SimStore {
     /// in tests (`None` if the key is missing or holds another type).
     pub fn scores(&self, key: &str) -> Option<Vec<(f64, String)>> {
         match &self.keys.get(key)?.value {
-            Value::Set(set) => Some(set.clone()),
+            Value::Set(set) => Some(set.to_vec()),
             _ => None,
         }
     }
@@ -539,7 +539,7 @@ const NEWCOMER: f64 = 9_007_199_254_740_992.0;
 
 /// Test-only ways of computing rule 15's positions wrongly (negative
 /// controls).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct PositionSabotage {
     /// A filler takes its rank among the fillers, ignoring the keepers'.
     fillers_ignore_keepers: bool,
@@ -551,6 +551,14 @@ struct PositionSabotage {
 /// Whether `score` is a position a member of a set of size `s` can keep.
 fn keepable(score: f64, s: usize) -> bool {
     score >= 0.0 && score < s as f64 && score == score.floor()
+}
+
+/// Whether a member with `score` of a set of size `s` keeps its score as
+/// its position (rule 15): `first` says whether it is the first member with
+/// that score in Redis order; under the duplicate-keepers sabotage every
+/// member with a keepable score keeps it.
+fn keeps(score: f64, s: usize, first: bool, sabotage: PositionSabotage) -> bool {
+    keepable(score, s) && (sabotage.duplicates_keep || first)
 }
 
 /// Rule 15, as `ranked.lua` computes it: the position of `token` in the

@@ -10,8 +10,10 @@
 //!    started), then one crash (a holding worker's stream dropped): over
 //!    `[event, event + 6 L)` the window task coverage (the tasks `0..1024`
 //!    held by exactly one worker, time-weighted, lease-history's
-//!    `TaskCoverage` over the holdings the streams reported), the Redis CPU
-//!    per registration of the costliest interval of the six, and p99.
+//!    `TaskCoverage` over the holdings the streams reported, computed by
+//!    [`lease_bench::coverage`] as `sim-big-group` computes the simulator's),
+//!    the Redis CPU per registration of the costliest interval of the six,
+//!    and p99.
 //!
 //! A holding starts when a stream yields a lease and ends when it yields the
 //! next value, or when the worker is crashed (it stops working then, though
@@ -24,36 +26,28 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use lease_bench::coverage::Holdings;
 use lease_bench::redis::{Totals, command_stats, reset_stats, server_version};
 use lease_bench::{Table, header, load_average, percentile};
-use lease_history::checker::{Holding, HoldingEnd, TaskCoverage};
-use lease_history::tasks::TaskSet;
-use lease_history::{Mapping, Part};
+use lease_history::checker::HoldingEnd;
 use lease_redis::CancellationToken;
 use lease_testkit::RedisServer;
 
 /// Intervals watched after each event.
 const WINDOW: u32 = 6;
 
-/// What the workers' streams reported, as holdings for lease-history.
+/// What the workers' streams reported, as holdings for lease-history, on
+/// the wall clock from `t0`.
 struct Log {
     t0: Instant,
-    /// The holding each worker has open, by worker id.
-    open: Vec<Option<Holding>>,
-    closed: Vec<Holding>,
-    /// Stream values yielded after the opening idle one.
-    changes: u64,
-    mapping: Mapping,
+    holdings: Holdings,
 }
 
 impl Log {
     fn new(t0: Instant) -> Self {
         Self {
             t0,
-            open: Vec::new(),
-            closed: Vec::new(),
-            changes: 0,
-            mapping: Mapping::Modulo,
+            holdings: Holdings::new(),
         }
     }
 
@@ -61,79 +55,10 @@ impl Log {
         at.saturating_duration_since(self.t0).as_micros() as u64
     }
 
-    fn holding(&self) -> usize {
-        self.open.iter().flatten().count()
-    }
-
-    fn close(&mut self, w: usize, at: Instant, end: HoldingEnd) {
-        let end_us = self.us(at);
-        if let Some(mut h) = self.open.get_mut(w).and_then(Option::take) {
-            h.end_us = end_us;
-            h.end = end;
-            self.closed.push(h);
-        }
-    }
-
     /// A value of worker `w`'s stream at `at`.
     fn yielded(&mut self, w: usize, at: Instant, lease: Option<&lease_core::Lease>) {
-        if self.open.len() <= w {
-            self.open.resize(w + 1, None);
-        }
-        let had = self.open[w].is_some();
-        if had || lease.is_some() {
-            self.changes += 1;
-        }
-        self.close(w, at, HoldingEnd::Replaced);
-        let Some(lease) = lease else { return };
-        self.mapping = match lease.mapping() {
-            lease_core::Mapping::Consistent => Mapping::Consistent,
-            _ => Mapping::Modulo,
-        };
-        let parts: Vec<Part> = lease
-            .history_parts()
-            .into_iter()
-            .map(|(i, n, pi, pn, token)| Part {
-                i,
-                n,
-                pi,
-                pn,
-                token,
-            })
-            .collect();
-        let newest = lease.newest_pair();
-        let start_us = self.us(at);
-        self.open[w] = Some(Holding {
-            worker: w.to_string(),
-            i: newest.map_or(0, |p| p.i()),
-            n: newest.map_or(0, |p| p.n()),
-            token: lease.token(),
-            start_us,
-            end_us: start_us,
-            end: HoldingEnd::EndOfHistory,
-            parts,
-            renewed: None,
-        });
-    }
-
-    /// Every holding, the open ones cut at `at`.
-    fn holdings(&self, at: Instant) -> Vec<Holding> {
-        let end_us = self.us(at);
-        let open = self.open.iter().flatten().cloned().map(|mut h| {
-            h.end_us = end_us;
-            h
-        });
-        self.closed.iter().cloned().chain(open).collect()
-    }
-
-    /// A worker whose holding covers at least one of the tasks.
-    fn covering_worker(&self) -> Option<usize> {
-        self.open.iter().position(|h| {
-            h.as_ref().is_some_and(|h| {
-                h.parts
-                    .iter()
-                    .any(|p| !TaskSet::part(self.mapping, p).is_empty())
-            })
-        })
+        let at_us = self.us(at);
+        self.holdings.yielded(w, at_us, lease);
     }
 }
 
@@ -194,7 +119,7 @@ async fn watch(server: &RedisServer, log: &Shared, l: Duration, count: u32, each
     let totals = Totals::global();
     let before = totals.snapshot();
     totals.take_latencies();
-    let changes = lock(log).changes;
+    let changes = lock(log).holdings.changes();
     let cost = || {
         let (calls, usec) = command_stats(server, "evalsha");
         let (ecalls, eusec) = command_stats(server, "eval");
@@ -218,7 +143,7 @@ async fn watch(server: &RedisServer, log: &Shared, l: Duration, count: u32, each
     }
     let lat = totals.take_latencies();
     Phase {
-        changes: lock(log).changes - changes,
+        changes: lock(log).holdings.changes() - changes,
         expiries: totals.snapshot().since(&before).expiries,
         usec_per_call,
         p99_ms: percentile(&lat, 99).unwrap_or(f64::NAN) * 1000.0,
@@ -231,10 +156,9 @@ async fn watch(server: &RedisServer, log: &Shared, l: Duration, count: u32, each
 fn cover(log: &Shared, from: Instant, l: Duration, phase: &mut Phase) {
     let log = lock(log);
     let (a, b) = (log.us(from), log.us(from + l * WINDOW));
-    let holdings = log.holdings(from + l * WINDOW);
-    let c = TaskCoverage::of(&holdings, log.mapping, &TaskSet::all(), a, b);
-    phase.coverage = Some(c.fraction_in(a, b));
-    phase.unheld_l = c.unheld_us_in(a, b) / l.as_micros() as f64;
+    let w = log.holdings.window(a, b, l);
+    phase.coverage = Some(w.coverage);
+    phase.unheld_l = w.unheld_l;
 }
 
 /// One size: the cold start (in L; or how many held after 30 L) and the settled, replaced and crash phases.
@@ -248,10 +172,10 @@ async fn run(
     let t0 = Instant::now();
     let log: Shared = Arc::new(Mutex::new(Log::new(t0)));
     let mut workers: Vec<Running> = (0..n).map(|w| spawn(&conn, w, l, &log)).collect();
-    while lock(&log).holding() < n && t0.elapsed() < l * 30 {
+    while lock(&log).holdings.holding() < n && t0.elapsed() < l * 30 {
         tokio::time::sleep(l / 50).await;
     }
-    let holding = lock(&log).holding();
+    let holding = lock(&log).holdings.holding();
     let cold = (holding >= n).then(|| t0.elapsed().as_secs_f64() / l.as_secs_f64());
     tokio::time::sleep(l * 3).await;
     let settled = watch(server, &log, l, intervals, false).await;
@@ -264,10 +188,12 @@ async fn run(
     let mut replaced = watch(server, &log, l, WINDOW, true).await;
 
     let crashed_at = Instant::now();
-    let victim = lock(&log).covering_worker();
+    let victim = lock(&log).holdings.covering_worker();
     if let Some(w) = victim {
         workers[w].task.abort();
-        lock(&log).close(w, crashed_at, HoldingEnd::Released);
+        let mut log = lock(&log);
+        let at_us = log.us(crashed_at);
+        log.holdings.close(w, at_us, HoldingEnd::Released);
     }
     let mut crash = watch(server, &log, l, WINDOW, true).await;
     cover(&log, replaced_at, l, &mut replaced);

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Entry, PositionSabotage, SimStore, Value, hole_filled, keepable};
+use super::{Entry, PositionSabotage, SimStore, Value, hole_filled, keeps};
 
 /// The cache's field that holds the size of the set it was computed from.
 const SIZE_FIELD: &str = "#";
@@ -39,13 +39,15 @@ impl SimStore {
         let Some(Entry {
             value: Value::Set(set),
             expires_at: set_expires,
-        }) = self.keys.get(closed)
+        }) = self.keys.get_mut(closed)
         else {
             return None;
         };
         let set_expires = *set_expires;
         let size = set.len().to_string();
-        let table = filler_table(set, sabotage);
+        // Kept with the set until it changes: the fillers of one closed set
+        // (all of a cold start's) read one table.
+        let table = set.fillers(sabotage, filler_table);
         let fresh = table.get(member).copied();
         if cache.is_empty() {
             return fresh;
@@ -64,8 +66,10 @@ impl SimStore {
                 return cached.parse().ok();
             }
         }
-        let mut fields: BTreeMap<String, String> =
-            table.into_iter().map(|(m, p)| (m, p.to_string())).collect();
+        let mut fields: BTreeMap<String, String> = table
+            .iter()
+            .map(|(m, p)| (m.clone(), p.to_string()))
+            .collect();
         fields.insert(SIZE_FIELD.to_owned(), size);
         let expires_at = if set_expires > now_us {
             set_expires
@@ -91,13 +95,12 @@ impl SimStore {
     }
 }
 
-/// Whether the member at `rank` of `set` keeps its score as its position
-/// (rule 15: the first member with an integer score below the set's size;
-/// under the duplicate-keepers sabotage, every such member).
-pub(super) fn is_keeper(set: &[(f64, String)], rank: usize, sabotage: PositionSabotage) -> bool {
+/// Whether the member at `rank` of `set` (in Redis order) keeps its score
+/// as its position ([`keeps`]).
+fn is_keeper(set: &[(f64, String)], rank: usize, sabotage: PositionSabotage) -> bool {
     let score = set[rank].0;
-    keepable(score, set.len())
-        && (sabotage.duplicates_keep || set.partition_point(|(sc, _)| *sc < score) == rank)
+    let first = set.partition_point(|(sc, _)| *sc < score) == rank;
+    keeps(score, set.len(), first, sabotage)
 }
 
 /// Every filler of `set` with its position. Without a sabotage in one pass

@@ -1,0 +1,192 @@
+//! A sorted set as the simulated store keeps one: the members in Redis
+//! order (by score, ties by member bytes) in an ordered tree, and an index
+//! from member to score. A group of 10,000 workers registers 10,000 times
+//! per interval into a set of 10,000; with the set as a sorted vector every
+//! `ZADD NX`, `ZSCORE` and `ZREM` scanned or shifted the whole of it, here
+//! each is `O(log n)`. The filler table of rule 15 (every filler's
+//! position, a pass over the whole set) is kept until the set next changes,
+//! so the fillers of one closed set compute it once between them.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use super::PositionSabotage;
+
+/// A score ordered as Redis compares scores. The scripts write finite
+/// scores only; `total_cmp` merely makes the order total (it never decides
+/// between two scores the numeric comparison orders, `-0` and `0` being
+/// equal to both).
+#[derive(Clone, Copy, Debug)]
+struct Score(f64);
+
+impl PartialEq for Score {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Score {}
+impl PartialOrd for Score {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Score {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0
+            .partial_cmp(&other.0)
+            .unwrap_or_else(|| self.0.total_cmp(&other.0))
+    }
+}
+
+/// Every filler of a set with its position, and the sabotage it was
+/// computed under.
+type FillerTable = (PositionSabotage, Arc<BTreeMap<String, usize>>);
+
+/// A sorted set: `(score, member)` pairs, one per member.
+#[derive(Clone, Debug, Default)]
+pub(super) struct ZSet {
+    /// Every member with its score.
+    scores: HashMap<String, f64>,
+    /// The same pairs in Redis order.
+    order: BTreeSet<(Score, String)>,
+    /// The filler table of the set as it is now, once computed.
+    fillers: Option<FillerTable>,
+}
+
+impl ZSet {
+    /// `ZCARD`.
+    pub(super) fn len(&self) -> usize {
+        self.scores.len()
+    }
+
+    /// Whether the set has no member.
+    pub(super) fn is_empty(&self) -> bool {
+        self.scores.is_empty()
+    }
+
+    /// `ZSCORE`.
+    pub(super) fn score(&self, member: &str) -> Option<f64> {
+        self.scores.get(member).copied()
+    }
+
+    /// `ZADD NX`: adds `member` with `score` unless it is a member already
+    /// (whatever its score then); returns whether it added.
+    pub(super) fn add_nx(&mut self, score: f64, member: &str) -> bool {
+        if self.scores.contains_key(member) {
+            return false;
+        }
+        self.scores.insert(member.to_owned(), score);
+        self.order.insert((Score(score), member.to_owned()));
+        self.fillers = None;
+        true
+    }
+
+    /// `ZREM`: removes `member`; returns whether it was there.
+    pub(super) fn remove(&mut self, member: &str) -> bool {
+        let Some(score) = self.scores.remove(member) else {
+            return false;
+        };
+        self.order.remove(&(Score(score), member.to_owned()));
+        self.fillers = None;
+        true
+    }
+
+    /// The pairs in Redis order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (f64, &str)> + '_ {
+        self.order.iter().map(|(s, m)| (s.0, m.as_str()))
+    }
+
+    /// The pairs in Redis order, as a vector.
+    pub(super) fn to_vec(&self) -> Vec<(f64, String)> {
+        self.iter().map(|(s, m)| (s, m.to_owned())).collect()
+    }
+
+    /// Keeps the members for which `keep` says so, asking in Redis order
+    /// (a caller drawing random numbers draws them in that order).
+    pub(super) fn retain(&mut self, mut keep: impl FnMut() -> bool) {
+        let gone: Vec<String> = self
+            .order
+            .iter()
+            .filter(|_| !keep())
+            .map(|(_, m)| m.clone())
+            .collect();
+        for m in &gone {
+            self.remove(m);
+        }
+    }
+
+    /// Whether `member`, with score `score`, is the first member of the set
+    /// with that score in Redis order: the one `ZRANGEBYSCORE p p` lists
+    /// first.
+    pub(super) fn first_with_its_score(&self, score: f64, member: &str) -> bool {
+        self.order
+            .range(..(Score(score), member.to_owned()))
+            .next_back()
+            .is_none_or(|(s, _)| s.0 < score)
+    }
+
+    /// Every filler's position under `sabotage`, by `table` from the pairs
+    /// in Redis order: computed once per state of the set and sabotage.
+    pub(super) fn fillers(
+        &mut self,
+        sabotage: PositionSabotage,
+        table: impl FnOnce(&[(f64, String)], PositionSabotage) -> BTreeMap<String, usize>,
+    ) -> Arc<BTreeMap<String, usize>> {
+        match &self.fillers {
+            Some((s, t)) if *s == sabotage => t.clone(),
+            _ => {
+                let t = Arc::new(table(&self.to_vec(), sabotage));
+                self.fillers = Some((sabotage, t.clone()));
+                t
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_are_in_redis_order_and_unique() {
+        let mut z = ZSet::default();
+        assert!(z.add_nx(2.0, "b"));
+        assert!(z.add_nx(1.0, "z"));
+        assert!(z.add_nx(2.0, "a"));
+        assert!(!z.add_nx(0.0, "b"), "NX: a member keeps its score");
+        let got: Vec<(f64, &str)> = z.iter().collect();
+        assert_eq!(got, [(1.0, "z"), (2.0, "a"), (2.0, "b")]);
+        assert_eq!(z.score("b"), Some(2.0));
+        assert!(z.first_with_its_score(2.0, "a"));
+        assert!(!z.first_with_its_score(2.0, "b"));
+        assert!(z.first_with_its_score(1.0, "z"));
+        assert!(z.remove("a"));
+        assert!(!z.remove("a"));
+        assert!(z.first_with_its_score(2.0, "b"));
+        assert_eq!(z.len(), 2);
+    }
+
+    #[test]
+    fn retain_asks_in_order_and_the_filler_table_follows_changes() {
+        let mut z = ZSet::default();
+        for (s, m) in [(3.0, "c"), (1.0, "a"), (2.0, "b")] {
+            z.add_nx(s, m);
+        }
+        let mut asked = 0;
+        // Drops the second member in order.
+        z.retain(|| {
+            asked += 1;
+            asked != 2
+        });
+        assert_eq!(z.to_vec(), [(1.0, "a".to_owned()), (3.0, "c".to_owned())]);
+        let count = |z: &mut ZSet| {
+            z.fillers(PositionSabotage::default(), |set, _| {
+                BTreeMap::from([(String::new(), set.len())])
+            })[""]
+        };
+        assert_eq!(count(&mut z), 2);
+        z.add_nx(0.0, "d");
+        assert_eq!(count(&mut z), 3, "recomputed after a change");
+    }
+}
