@@ -80,6 +80,16 @@ fn read(path: &str) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
+/// A switch of a benchmark's command line: `on` or `off` (`None` for
+/// anything else, which the binary answers with its usage).
+pub fn on_off(value: &str) -> Option<bool> {
+    match value {
+        "on" => Some(true),
+        "off" => Some(false),
+        _ => None,
+    }
+}
+
 /// The machine's load average over the last minute (`/proc/loadavg`): how
 /// busy the (shared) machine was while a figure was taken.
 pub fn load_average() -> f64 {
@@ -206,6 +216,14 @@ mod tests {
         assert_eq!(percentile(&v, 90), Some(9));
         assert_eq!(percentile(&v, 100), Some(10));
         assert_eq!(percentile::<u32>(&[], 50), None);
+    }
+
+    #[test]
+    fn switches_read_on_and_off_only() {
+        assert_eq!(on_off("on"), Some(true));
+        assert_eq!(on_off("off"), Some(false));
+        assert_eq!(on_off("yes"), None);
+        assert_eq!(on_off(""), None);
     }
 
     #[test]

@@ -19,8 +19,10 @@
 //! next value, or when the worker is crashed (it stops working then, though
 //! Redis still counts its registration until it runs out).
 //!
-//! Usage: `redis-big-group [--workers N[,N..]] [--intervals N] [--interval-ms MS]`
-//! (default 1,000, 5,000 and 10,000 workers, 60 intervals of 1,000 ms).
+//! Usage: `redis-big-group [--workers N[,N..]] [--intervals N] [--interval-ms MS]
+//! [--start-spread on|off]` (default 1,000, 5,000 and 10,000 workers, 60
+//! intervals of 1,000 ms, the start spread on: off sends every worker's
+//! clock probe at once).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -79,9 +81,10 @@ fn spawn(
     conn: &lease_redis::Shared<lease_redis::redis::aio::ConnectionManager>,
     w: usize,
     l: Duration,
+    start_spread: bool,
     log: &Shared,
 ) -> Running {
-    let o: lease_core::Options = lease_core::Options::new("big", l).with_start_spread(true);
+    let o: lease_core::Options = lease_core::Options::new("big", l).with_start_spread(start_spread);
     let widest = o.max_spread();
     let cancel = CancellationToken::new();
     let options: lease_redis::Options = o
@@ -167,11 +170,14 @@ async fn run(
     n: usize,
     l: Duration,
     intervals: u32,
+    start_spread: bool,
 ) -> (Result<f64, usize>, [Phase; 3]) {
     let conn = lease_redis::connect(server.url()).await.expect("connect");
     let t0 = Instant::now();
     let log: Shared = Arc::new(Mutex::new(Log::new(t0)));
-    let mut workers: Vec<Running> = (0..n).map(|w| spawn(&conn, w, l, &log)).collect();
+    let mut workers: Vec<Running> = (0..n)
+        .map(|w| spawn(&conn, w, l, start_spread, &log))
+        .collect();
     while lock(&log).holdings.holding() < n && t0.elapsed() < l * 30 {
         tokio::time::sleep(l / 50).await;
     }
@@ -184,7 +190,7 @@ async fn run(
     for w in &workers[..n / 4] {
         w.cancel.cancel();
     }
-    workers.extend((n..n + n / 4).map(|w| spawn(&conn, w, l, &log)));
+    workers.extend((n..n + n / 4).map(|w| spawn(&conn, w, l, start_spread, &log)));
     let mut replaced = watch(server, &log, l, WINDOW, true).await;
 
     let crashed_at = Instant::now();
@@ -208,9 +214,12 @@ fn main() {
     let mut sizes = vec![1_000usize, 5_000, 10_000];
     let mut intervals = 60u32;
     let mut interval_ms = 1000u64;
+    let mut start_spread = true;
     let mut args = std::env::args().skip(1);
     let usage = || -> ! {
-        eprintln!("usage: redis-big-group [--workers N[,N..]] [--intervals N] [--interval-ms MS]");
+        eprintln!(
+            "usage: redis-big-group [--workers N[,N..]] [--intervals N] [--interval-ms MS] [--start-spread on|off]"
+        );
         std::process::exit(2);
     };
     while let Some(a) = args.next() {
@@ -224,6 +233,9 @@ fn main() {
             }
             "--intervals" => intervals = v.parse().unwrap_or_else(|_| usage()),
             "--interval-ms" => interval_ms = v.parse().unwrap_or_else(|_| usage()),
+            "--start-spread" => {
+                start_spread = lease_bench::on_off(&v).unwrap_or_else(|| usage());
+            }
             _ => usage(),
         }
     }
@@ -252,7 +264,7 @@ fn main() {
     for &n in &sizes {
         let server = RedisServer::start().expect("redis-server starts");
         version = server_version(&server);
-        let (cold, phases) = rt.block_on(run(&server, n, l, intervals));
+        let (cold, phases) = rt.block_on(run(&server, n, l, intervals, start_spread));
         eprintln!("{n} workers done");
         let settled_cost = phases[0].usec_per_call;
         let names = [

@@ -28,8 +28,10 @@
 //! each row gives the mean over the seeds and the worst seed.
 //!
 //! Usage: `sim-big-group [--seeds N] [--workers N[,N..]] [--intervals N]
-//! [--networks] [--threads N]` (default 5 seeds, 1,000, 5,000 and 10,000
-//! workers, 60 intervals).
+//! [--networks] [--threads N] [--start-spread on|off]` (default 5 seeds,
+//! 1,000, 5,000 and 10,000 workers, 60 intervals, the start spread on: off
+//! sends every worker's clock probe at once, as without
+//! `Options::with_start_spread`).
 
 use std::time::{Duration, Instant};
 
@@ -59,9 +61,9 @@ fn in_l(d: Duration) -> f64 {
 
 /// The options of every worker: those `redis-big-group` gives
 /// `lease_redis::discover` (its cancel type aside, which only the adapter
-/// reads).
-fn options() -> Options {
-    let o = Options::new("big", L).with_start_spread(true);
+/// reads), with the start spread as `--start-spread` says.
+fn options(start_spread: bool) -> Options {
+    let o = Options::new("big", L).with_start_spread(start_spread);
     let widest = o.max_spread();
     o.with_spread(widest)
 }
@@ -145,9 +147,9 @@ impl Group {
 }
 
 /// One seed of one size on one network.
-fn run(seed: u64, n: usize, network: &Network, intervals: u32) -> Outcome {
+fn run(seed: u64, n: usize, network: &Network, intervals: u32, start_spread: bool) -> Outcome {
     let started = Instant::now();
-    let mut cfg = SimConfig::new(seed, options());
+    let mut cfg = SimConfig::new(seed, options(start_spread));
     cfg.network = network.clone();
     let mut g = Group {
         sim: Sim::new(cfg).expect("valid options"),
@@ -286,10 +288,11 @@ fn main() {
     let mut intervals = 60u32;
     let mut threads = 2u64;
     let mut all_networks = false;
+    let mut start_spread = true;
     let mut args = std::env::args().skip(1);
     let usage = || -> ! {
         eprintln!(
-            "usage: sim-big-group [--seeds N] [--workers N[,N..]] [--intervals N] [--networks] [--threads N]"
+            "usage: sim-big-group [--seeds N] [--workers N[,N..]] [--intervals N] [--networks] [--threads N] [--start-spread on|off]"
         );
         std::process::exit(2);
     };
@@ -309,6 +312,7 @@ fn main() {
             "--seeds" => seeds = v.parse().unwrap_or_else(|_| usage()),
             "--intervals" => intervals = v.parse().unwrap_or_else(|_| usage()),
             "--threads" => threads = v.parse().unwrap_or_else(|_| usage()),
+            "--start-spread" => start_spread = lease_bench::on_off(&v).unwrap_or_else(|| usage()),
             _ => usage(),
         }
     }
@@ -335,7 +339,9 @@ fn main() {
     for &n in &sizes {
         for (name, network) in &networks {
             let started = Instant::now();
-            let runs = over_seeds(seeds, threads, |seed| run(seed, n, network, intervals));
+            let runs = over_seeds(seeds, threads, |seed| {
+                run(seed, n, network, intervals, start_spread)
+            });
             eprintln!(
                 "{n} workers, {name} network: {seeds} seeds in {:.1} s",
                 started.elapsed().as_secs_f64()
@@ -345,6 +351,7 @@ fn main() {
     }
     table.print();
     println!(
-        "Virtual time; seeds {FIRST_SEED}..; one group, task sets, start spread on, widest Ranked spread, every worker started at 0; the simulator's store executes every script at once (no queue at the server). Network local: 0.2 ms each way + U(0, 0.1 ms); ideal: 2 ms each way; lossy: 10 ms each way, 5 % fast errors, 2.5 % lost requests, 2.5 % lost replies. Coverage as redis-big-group's (lease_bench::coverage).\n"
+        "Virtual time; seeds {FIRST_SEED}..; one group, task sets, start spread {}, widest Ranked spread, every worker started at 0; the simulator's store executes every script at once (no queue at the server). Network local: 0.2 ms each way + U(0, 0.1 ms); ideal: 2 ms each way; lossy: 10 ms each way, 5 % fast errors, 2.5 % lost requests, 2.5 % lost replies. Coverage as redis-big-group's (lease_bench::coverage).\n",
+        if start_spread { "on" } else { "off" }
     );
 }
