@@ -296,7 +296,10 @@ pub struct Options<C = ()> {
     /// first interval drawn from the identity (rule 8) instead of leaving at
     /// once: for a process that starts thousands of workers together, whose
     /// probes would otherwise reach Redis in one burst. It delays the first
-    /// lease by `L/2` on average. Off by default.
+    /// lease by `L/2` on average. Off by default, and best left off for
+    /// the workers of one group that start together (a deploy replacing
+    /// many at once): spread, they join over two intervals instead of one,
+    /// so the group's count changes twice and more tasks move.
     pub start_spread: bool,
     /// Cancelling this stands the worker down (the adapter's type).
     pub cancel: Option<C>,
