@@ -90,6 +90,12 @@ pub fn on_off(value: &str) -> Option<bool> {
     }
 }
 
+/// A comma-separated list of counts from a benchmark's command line
+/// (`1000,5000,10000`); `None` if any item is not a count.
+pub fn counts(value: &str) -> Option<Vec<usize>> {
+    value.split(',').map(|s| s.trim().parse().ok()).collect()
+}
+
 /// The machine's load average over the last minute (`/proc/loadavg`): how
 /// busy the (shared) machine was while a figure was taken.
 pub fn load_average() -> f64 {
@@ -216,6 +222,14 @@ mod tests {
         assert_eq!(percentile(&v, 90), Some(9));
         assert_eq!(percentile(&v, 100), Some(10));
         assert_eq!(percentile::<u32>(&[], 50), None);
+    }
+
+    #[test]
+    fn counts_are_comma_separated() {
+        assert_eq!(counts("1000,5000, 10000"), Some(vec![1000, 5000, 10000]));
+        assert_eq!(counts("7"), Some(vec![7]));
+        assert_eq!(counts("1000,x"), None);
+        assert_eq!(counts(""), None);
     }
 
     #[test]

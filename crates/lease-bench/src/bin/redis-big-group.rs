@@ -225,12 +225,7 @@ fn main() {
     while let Some(a) = args.next() {
         let v = args.next().unwrap_or_else(|| usage());
         match a.as_str() {
-            "--workers" => {
-                sizes = v
-                    .split(',')
-                    .map(|s| s.parse().unwrap_or_else(|_| usage()))
-                    .collect();
-            }
+            "--workers" => sizes = lease_bench::counts(&v).unwrap_or_else(|| usage()),
             "--intervals" => intervals = v.parse().unwrap_or_else(|_| usage()),
             "--interval-ms" => interval_ms = v.parse().unwrap_or_else(|_| usage()),
             "--start-spread" => {

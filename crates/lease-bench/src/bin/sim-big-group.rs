@@ -303,12 +303,7 @@ fn main() {
         }
         let v = args.next().unwrap_or_else(|| usage());
         match a.as_str() {
-            "--workers" => {
-                sizes = v
-                    .split(',')
-                    .map(|s| s.parse().unwrap_or_else(|_| usage()))
-                    .collect();
-            }
+            "--workers" => sizes = lease_bench::counts(&v).unwrap_or_else(|| usage()),
             "--seeds" => seeds = v.parse().unwrap_or_else(|_| usage()),
             "--intervals" => intervals = v.parse().unwrap_or_else(|_| usage()),
             "--threads" => threads = v.parse().unwrap_or_else(|_| usage()),
