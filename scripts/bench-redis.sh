@@ -8,6 +8,9 @@
 #   scripts/bench-redis.sh alloc       allocations per registration through each adapter (~30 s)
 #   scripts/bench-redis.sh all         the three, in this order
 # Arguments after the table's name go to its binary.
+# PIN_REDIS_CPU=1 PIN_CLIENT_CPU=0 run the benchmark's redis-server on core 1
+# and the binary on core 0 (taskset), so Redis's INFO commandstats times
+# the script alone and not its wait for a core the client holds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for tool in redis-server redis-benchmark; do
@@ -21,16 +24,25 @@ shift || true
 cargo build -q --release -p lease-bench --bins
 bin=target/release
 [ -n "${CARGO_TARGET_DIR:-}" ] && bin="$CARGO_TARGET_DIR/release"
+if [ -n "${PIN_REDIS_CPU:-}" ]; then
+  pin_dir=$(mktemp -d)
+  trap 'rm -rf "$pin_dir"' EXIT
+  printf '#!/bin/sh\nexec taskset -c %s %s "$@"\n' "$PIN_REDIS_CPU" "$(command -v redis-server)" > "$pin_dir/redis-server"
+  chmod +x "$pin_dir/redis-server"
+  export REDIS_SERVER_BIN="$pin_dir/redis-server"
+fi
+pin=()
+[ -n "${PIN_CLIENT_CPU:-}" ] && pin=(taskset -c "$PIN_CLIENT_CPU")
 case "$what" in
-  settled) "$bin/redis-settled" "$@" ;;
-  scale) "$bin/redis-scale" "$@" ;;
-  big) "$bin/redis-big-group" "$@" ;;
-  throughput) "$bin/redis-throughput" "$@" ;;
-  alloc) "$bin/alloc-count" --adapters "$@" ;;
+  settled) "${pin[@]}" "$bin/redis-settled" "$@" ;;
+  scale) "${pin[@]}" "$bin/redis-scale" "$@" ;;
+  big) "${pin[@]}" "$bin/redis-big-group" "$@" ;;
+  throughput) "${pin[@]}" "$bin/redis-throughput" "$@" ;;
+  alloc) "${pin[@]}" "$bin/alloc-count" --adapters "$@" ;;
   all)
-    "$bin/redis-settled"
-    "$bin/redis-scale"
-    "$bin/redis-throughput"
+    "${pin[@]}" "$bin/redis-settled"
+    "${pin[@]}" "$bin/redis-scale"
+    "${pin[@]}" "$bin/redis-throughput"
     ;;
   *) echo "usage: $0 [settled|scale|big|throughput|alloc|all] [args]" >&2; exit 2 ;;
 esac
