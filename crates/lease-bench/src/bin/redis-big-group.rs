@@ -290,6 +290,7 @@ fn main() {
     }
     table.print();
     println!(
-        "redis-server {version} on loopback; one group, one lease_redis::connect connection, tokio with 2 worker threads; start spread on, widest Ranked spread; after an event the Redis cost is its costliest interval of {WINDOW}.\n"
+        "redis-server {version} on loopback; one group, one lease_redis::connect connection, tokio with 2 worker threads; start spread {}, widest Ranked spread; after an event the Redis cost is its costliest interval of {WINDOW}.\n",
+        if start_spread { "on" } else { "off" }
     );
 }
