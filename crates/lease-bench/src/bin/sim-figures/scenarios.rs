@@ -12,7 +12,7 @@ use lease_core::{Counting, Handover, Options};
 use lease_history::Checker;
 use lease_history::checker::{Holding, task_moves};
 use lease_history::tasks::{TASKS, TaskSet};
-use lease_sim::{Action, Network};
+use lease_sim::{Action, Network, WorkerId};
 
 use super::{
     EVENT_AT, G, L, Variant, WINDOW, cells, completed_runs, faults, holder_of, in_l, join_as,
@@ -72,6 +72,10 @@ struct ScenarioOutcome {
     cover: f64,
     /// Task owner changes over the window / the number of tasks.
     moved: f64,
+    /// The same with every process counted as its member (rule 18): a
+    /// task handed from a member's old process to its new one is no move.
+    /// Anonymous processes are members of their own.
+    member_moved: f64,
     /// The checker's findings.
     faults: u64,
     /// The shortest quiet time of a task handed over in the window, in L
@@ -125,6 +129,8 @@ fn scenario_run(
 ) -> Option<ScenarioOutcome> {
     let mut draw = SplitMix::new(seed ^ 3);
     let (mut sim, ws) = start_variant(seed, v, n0, network, &mut draw);
+    // Each process's member: worker `j` and its replacement are `m{j}`.
+    let mut member_of: Vec<(WorkerId, usize)> = ws.iter().copied().zip(0..).collect();
     let mut t = L * EVENT_AT + L.mul_f64(draw.unit());
     if scenario == Scenario::Stall1 {
         t = L * EVENT_AT + L.mul_f64(0.15 / 2.0 * draw.unit());
@@ -158,7 +164,8 @@ fn scenario_run(
             let delay = u32::from(scenario == Scenario::Roll4);
             for (j, &w) in ws.iter().enumerate() {
                 sim.schedule(t + L * (4 * j as u32), Action::Cancel(w));
-                join_as(&mut sim, v, j, t + L * (4 * (j as u32 + delay)));
+                let new = join_as(&mut sim, v, j, t + L * (4 * (j as u32 + delay)));
+                member_of.push((new, j));
             }
             t + L * (4 * n0 as u32 + WINDOW)
         }
@@ -176,6 +183,17 @@ fn scenario_run(
     let (from, to) = (us(t), us(end));
     let (cover, _) = task_cover(&holdings, v.mapping(), &TaskSet::all(), from, to);
     let moved = task_moves(checker.holdings(), judge(v.mapping()), from, to) as f64 / TASKS as f64;
+    let member_moved = if v.members {
+        let mut by_member = checker.holdings().to_vec();
+        for h in &mut by_member {
+            if let Some((_, j)) = member_of.iter().find(|(w, _)| w.to_string() == h.worker) {
+                h.worker = format!("m{j}");
+            }
+        }
+        task_moves(&by_member, judge(v.mapping()), from, to) as f64 / TASKS as f64
+    } else {
+        moved
+    };
     // A crashed holder's loop was told nothing: its holding ends at its
     // deadline, so its quiet time would be the protocol's, not the loop's.
     let quiet = match scenario {
@@ -185,6 +203,7 @@ fn scenario_run(
     Some(ScenarioOutcome {
         cover,
         moved,
+        member_moved,
         faults: faults(&checker),
         quiet_min: quiet.iter().copied().reduce(f64::min),
         quiet_mean: (!quiet.is_empty()).then(|| mean(&quiet)),
@@ -225,6 +244,7 @@ pub(super) fn scenario_figures(seeds: u64, only: &str) {
         "worst seed",
         "moved / tasks (mean)",
         "max",
+        "moved between members / tasks (mean)",
         "runs",
         "violations",
     ]);
@@ -239,6 +259,7 @@ pub(super) fn scenario_figures(seeds: u64, only: &str) {
                 });
                 let cover: Vec<f64> = runs.iter().map(|r| r.cover).collect();
                 let moved: Vec<f64> = runs.iter().map(|r| r.moved).collect();
+                let member: Vec<f64> = runs.iter().map(|r| r.member_moved).collect();
                 table.row([
                     scenario.name().to_owned(),
                     regime.to_owned(),
@@ -248,6 +269,7 @@ pub(super) fn scenario_figures(seeds: u64, only: &str) {
                     format!("{:.3}", cover.iter().copied().fold(1.0, f64::min)),
                     format!("{:.3}", mean(&moved)),
                     format!("{:.3}", moved.iter().copied().fold(0.0, f64::max)),
+                    format!("{:.3}", mean(&member)),
                     runs.len().to_string(),
                     runs.iter().map(|r| r.faults).sum::<u64>().to_string(),
                 ]);
@@ -258,7 +280,7 @@ pub(super) fn scenario_figures(seeds: u64, only: &str) {
     println!(
         "Window: [event, event + 6 L), for the rolling restart [first leave, last join + 6 L). \
          Task coverage: share of tasks 0..1024 held by exactly one worker (modulo mapping for \
-         whole pairs, consistent for incremental). Moved: task owner changes over the window / 1024.\n"
+         whole pairs, consistent for incremental). Moved: task owner changes over the window / 1024; between members: the same with a member's old and new process as one owner (anonymous processes: their own).\n"
     );
 }
 
