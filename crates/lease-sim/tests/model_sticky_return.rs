@@ -22,11 +22,14 @@
 //!   integer score, fillers in the set's order into the free positions,
 //!   returnees before newcomers), with the jump-hash mapping of task sets
 //!   (rule 13) over 256 tasks.
-//! - No clock steps, no graceful leave, no member names: those are checked
-//!   on the real code by `exhaustive.rs`, and would be again once this is
-//!   built.
+//! - Graceful leaves as rule 16 has them: the leave takes the member out of
+//!   the set open at execution (after its registration there, before it,
+//!   or before a slow registration that adds it again), and the worker
+//!   keeps serving what it holds.
+//! - No clock steps, no member names: those are checked on the real code by
+//!   `exhaustive.rs`, and would be again once this is built.
 //!
-//! The design has three parts (`Rules::sticky`):
+//! The design has four parts (`Rules::sticky` and `Rules::inherit`):
 //! 1. **Reservation.** A registration in `k` also adds its member to the set
 //!    of `k + 1` (`ZADD NX`, with the score it carried into `k`), and a
 //!    registration overwrites a reservation with the score it carries. A
@@ -41,12 +44,16 @@
 //!    also contains every position of closed `k - 2` whose holder is not in
 //!    the set of `k - 1` at all (it neither registered in `k - 1` nor
 //!    reserved into it, so it has no grant from `k - 1` or later, and no grant
-//!    from `k - 2` reaches `k`). So a reservation does not make a crashed
+//!    from `k - 2` reaches `k`) and did not leave in `k - 1`. So a reservation does not make a crashed
 //!    worker's tasks wait for the survivors: they inherit its position one
 //!    interval after the reservation lapses, when today they take it over.
+//! 4. **Leaves.** A leave also removes the member's reservation and records
+//!    it as left in the open interval; inheritance skips a holder that left
+//!    in `k - 1`, which may still serve a grant from `k - 1` (without the
+//!    record the search finds that overlap: `Broken::LeaveWithoutMarker`).
 //!
 //! The checks: an exhaustive search over every fate of every worker in every
-//! interval (3 workers), random runs of larger groups, three negative
+//! interval (3 workers), random runs of larger groups, four negative
 //! controls (each one deliberately broken rule, which the search must
 //! catch), and the scenario figures that motivate the design, today's rules
 //! against sticky return in the same model.
@@ -115,9 +122,36 @@ enum Fate {
     /// Nothing reaches Redis this interval (lost requests, a pause, a crash
     /// when it lasts to the end).
     Miss,
+    /// Registers (the reply is processed), then leaves gracefully (rule 16)
+    /// in the same interval; it keeps serving what it holds.
+    RegisterThenLeave,
+    /// Leaves gracefully before registering in this interval.
+    Leave,
+    /// Leaves, and then a slow registration sent before the cancel executes
+    /// and adds the member again; the reply is ignored (rule 16).
+    LeaveThenSlowRegistration,
 }
 
+impl Fate {
+    fn leaves(self) -> bool {
+        matches!(
+            self,
+            Self::RegisterThenLeave | Self::Leave | Self::LeaveThenSlowRegistration
+        )
+    }
+}
+
+/// What the search draws for a worker that stays.
 const FATES: [Fate; 3] = [Fate::Register, Fate::ReplyLost, Fate::Miss];
+/// What it draws for a worker that may leave.
+const FATES_WITH_LEAVES: [Fate; 6] = [
+    Fate::Register,
+    Fate::ReplyLost,
+    Fate::Miss,
+    Fate::RegisterThenLeave,
+    Fate::Leave,
+    Fate::LeaveThenSlowRegistration,
+];
 
 /// A deliberately broken rule: the search must find the overlap it allows.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -131,6 +165,10 @@ enum Broken {
     /// with the size of closed `k - 2`, without the server saying the
     /// member was there.
     SecondFactorFromMemory,
+    /// Inherit the position of a holder that left in `k - 1` (a leave takes
+    /// the member out of the set of `k - 1` even after it registered there,
+    /// so absence no longer proves that it has no grant from `k - 1`).
+    LeaveWithoutMarker,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -163,6 +201,7 @@ const WITHOUT_INHERITANCE: Rules = Rules {
 type Set = BTreeMap<usize, Score>;
 
 /// A closed set's positions (rule 15) and size.
+#[derive(Clone)]
 struct Closed {
     size: u32,
     position: BTreeMap<usize, u32>,
@@ -207,12 +246,18 @@ struct WorkerState {
 }
 
 /// One run of the model.
+#[derive(Clone)]
 struct World<'t> {
     rules: Rules,
     table: &'t TaskTable,
     sets: Vec<Set>,
     closed: Vec<Option<Closed>>,
     workers: Vec<WorkerState>,
+    /// Workers that left; they register no more.
+    gone: Vec<bool>,
+    /// `left[k]`: the members whose leave executed in `k` (the marker that
+    /// inheritance reads).
+    left: Vec<Vec<usize>>,
     /// `grants[k]`: every grant from a reply in `k`, by worker.
     grants: Vec<Vec<(usize, Tasks)>>,
 }
@@ -225,6 +270,8 @@ impl<'t> World<'t> {
             sets: vec![Set::new(); intervals + 2],
             closed: (0..intervals + 2).map(|_| None).collect(),
             workers: vec![WorkerState::default(); workers],
+            gone: vec![false; workers],
+            left: vec![Vec::new(); intervals + 1],
             grants: vec![Vec::new(); intervals + 1],
         }
     }
@@ -245,10 +292,35 @@ impl<'t> World<'t> {
     /// registrations are newcomers' and nothing is granted before 4).
     fn interval(&mut self, k: usize, fates: impl Iterator<Item = (usize, Fate)>) {
         for (w, fate) in fates {
-            if fate != Fate::Miss {
-                self.register(k, w, fate == Fate::Register);
+            if self.gone[w] {
+                continue;
+            }
+            match fate {
+                Fate::Miss => {}
+                Fate::Register => self.register(k, w, true),
+                Fate::ReplyLost => self.register(k, w, false),
+                Fate::RegisterThenLeave => {
+                    self.register(k, w, true);
+                    self.leave(k, w);
+                }
+                Fate::Leave => self.leave(k, w),
+                Fate::LeaveThenSlowRegistration => {
+                    self.leave(k, w);
+                    self.register(k, w, false);
+                }
             }
         }
+    }
+
+    /// A graceful leave executing in `k` (rule 16): out of the open set and,
+    /// with reservations, out of the next one, and marked as left in `k`.
+    fn leave(&mut self, k: usize, w: usize) {
+        self.sets[k].remove(&w);
+        if self.rules.sticky {
+            self.sets[k + 1].remove(&w);
+        }
+        self.left[k].push(w);
+        self.gone[w] = true;
     }
 
     fn register(&mut self, k: usize, w: usize, processed: bool) {
@@ -288,7 +360,9 @@ impl<'t> World<'t> {
         let mut factor = second.map_or(NONE, |pair| self.table.of(pair));
         if self.rules.inherit {
             for (&holder, &p) in &self.closed(k - 2).position {
-                let absent = !self.sets[k - 1].contains_key(&holder);
+                let marked = self.rules.broken != Some(Broken::LeaveWithoutMarker)
+                    && self.left[k - 1].contains(&holder);
+                let absent = !self.sets[k - 1].contains_key(&holder) && !marked;
                 let inherit = match self.rules.broken {
                     Some(Broken::InheritFromRegistered) => holder != w,
                     _ => absent,
@@ -357,47 +431,110 @@ fn run(rules: Rules, table: &TaskTable, workers: usize, fates: &[Vec<Fate>]) -> 
     None
 }
 
-/// Every fate of 3 workers in `varied` intervals, after `settled` intervals
-/// in which all three register: the runs and the violating runs (with
-/// `first_only`, it stops at the first violating run).
-fn search(
-    rules: Rules,
-    table: &TaskTable,
-    (settled, varied): (usize, usize),
+/// The shape of one search: `settled` intervals in which all three workers
+/// register, then `varied` intervals of every fate; with `leaves`, worker 0
+/// may also leave (once: it is gone afterwards).
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    settled: usize,
+    varied: usize,
+    leaves: bool,
+}
+
+const WORKERS: usize = 3;
+
+/// Every run of `shape`: the runs and the violating runs (with
+/// `first_only`, it stops at the first violating run). A depth-first walk,
+/// one interval per level: each run shares its prefix with its siblings,
+/// and every extension of a prefix that overlaps is a violating run.
+fn search(rules: Rules, table: &TaskTable, shape: Shape, first_only: bool) -> (u64, u64) {
+    let intervals = shape.settled + shape.varied + 2;
+    let mut world = World::new(rules, table, WORKERS, intervals);
+    for k in 2..2 + shape.settled {
+        world.interval(k, (0..WORKERS).map(|w| (w, Fate::Register)));
+        assert_eq!(
+            world.overlap(k),
+            None,
+            "{rules:?}: the settled start overlaps"
+        );
+    }
+    let mut stats = (0, 0);
+    walk(&world, shape, 0, false, first_only, &mut stats);
+    stats
+}
+
+/// Visits every fate of the varied interval `depth` and below; false once
+/// `first_only` found a violating run.
+fn walk(
+    world: &World,
+    shape: Shape,
+    depth: usize,
+    gone: bool,
     first_only: bool,
-) -> (u64, u64) {
-    const WORKERS: usize = 3;
-    let cells = WORKERS * varied;
-    let total = 3u64.pow(cells as u32);
-    let mut violating = 0;
-    let mut fates = vec![vec![Fate::Register; WORKERS]; settled + varied];
-    for mut code in 0..total {
-        for cell in 0..cells {
-            fates[settled + cell / WORKERS][cell % WORKERS] = FATES[(code % 3) as usize];
-            code /= 3;
-        }
-        if run(rules, table, WORKERS, &fates).is_some() {
-            violating += 1;
-            if first_only {
-                break;
+    stats: &mut (u64, u64),
+) -> bool {
+    if depth == shape.varied {
+        stats.0 += 1;
+        return true;
+    }
+    let k = 2 + shape.settled + depth;
+    let first: &[Fate] = match (gone, shape.leaves) {
+        (true, _) => &[Fate::Miss],
+        (false, true) => &FATES_WITH_LEAVES,
+        (false, false) => &FATES,
+    };
+    for &f0 in first {
+        for &f1 in &FATES {
+            for &f2 in &FATES {
+                let mut next = world.clone();
+                next.interval(k, [(0, f0), (1, f1), (2, f2)].into_iter());
+                let gone = gone || f0.leaves();
+                if next.overlap(k).is_some() {
+                    let runs = runs_below(shape, depth + 1, gone);
+                    stats.0 += runs;
+                    stats.1 += runs;
+                    if first_only {
+                        return false;
+                    }
+                } else if !walk(&next, shape, depth + 1, gone, first_only, stats) {
+                    return false;
+                }
             }
         }
     }
-    (total, violating)
+    true
 }
 
-/// Four intervals in full (3^12 runs each; five, 3^15, with
-/// `LEASE_SEARCH_DEEP=1`, about a hundred times longer): from the first
-/// registration (joins at any interval, grants from 4 at the earliest), and
-/// after three settled intervals (misses, lost replies and crashes of
-/// holders, returns, and the inheritance two intervals after a crash).
-fn searches() -> [(usize, usize); 2] {
+/// The runs below a node at `depth`: 9 fates of workers 1 and 2 per
+/// interval left, times worker 0's sequences (with leaves: a leave ends
+/// them, `n(r) = 3 n(r-1) + 3`).
+fn runs_below(shape: Shape, depth: usize, gone: bool) -> u64 {
+    let left = (shape.varied - depth) as u32;
+    let first = match (gone, shape.leaves) {
+        (true, _) => 1,
+        (false, false) => 3u64.pow(left),
+        (false, true) => (0..left).fold(1, |n, _| 3 * n + 3),
+    };
+    first * 9u64.pow(left)
+}
+
+/// Four intervals in full (five with `LEASE_SEARCH_DEEP=1`, about thirty
+/// times longer): from the first registration (joins at any interval,
+/// grants from 4 at the earliest), and after three settled intervals
+/// (misses, lost replies and crashes of holders, returns, the inheritance
+/// two intervals after a crash, and every graceful leave of worker 0).
+fn searches() -> [Shape; 2] {
     let varied = if std::env::var_os("LEASE_SEARCH_DEEP").is_some_and(|v| v == "1") {
         5
     } else {
         4
     };
-    [(0, varied), (3, varied)]
+    let shape = |settled, leaves| Shape {
+        settled,
+        varied,
+        leaves,
+    };
+    [shape(0, false), shape(3, true)]
 }
 
 #[test]
@@ -406,7 +543,7 @@ fn sticky_return_is_exclusive_in_every_fate_of_three_workers() {
     for rules in [TODAY, STICKY] {
         for shape in searches() {
             let (runs, violating) = search(rules, &table, shape, false);
-            assert_eq!(runs, 3u64.pow(3 * shape.1 as u32));
+            assert_eq!(runs, runs_below(shape, 0, false));
             assert_eq!(
                 violating, 0,
                 "{rules:?}: {violating} of {runs} runs overlap"
@@ -422,6 +559,7 @@ fn each_broken_rule_is_caught_by_the_search() {
         Broken::InheritFromRegistered,
         Broken::OneClosedSet,
         Broken::SecondFactorFromMemory,
+        Broken::LeaveWithoutMarker,
     ] {
         let rules = Rules {
             broken: Some(broken),
@@ -453,17 +591,24 @@ impl SplitMix {
 }
 
 /// Groups of 4 to 8 over 20 intervals: each worker joins at a random
-/// interval, may crash for good, and otherwise misses or loses a reply with
-/// the given rate.
+/// interval, may end at another (a crash, or one of the three graceful
+/// leaves), and otherwise misses or loses a reply with the given rate.
 fn random_fates(rng: &mut SplitMix, workers: usize, fault: f64) -> Vec<Vec<Fate>> {
     let intervals = 20;
     let joins: Vec<usize> = (0..workers).map(|_| (rng.next() % 8) as usize).collect();
-    let crashes: Vec<usize> = (0..workers)
+    let ends: Vec<(usize, Fate)> = (0..workers)
         .map(|_| {
-            if rng.unit() < 0.3 {
-                (rng.next() % intervals as u64) as usize
+            if rng.unit() < 0.4 {
+                let at = (rng.next() % intervals as u64) as usize;
+                let how = [
+                    Fate::Miss,
+                    Fate::RegisterThenLeave,
+                    Fate::Leave,
+                    Fate::LeaveThenSlowRegistration,
+                ][(rng.next() % 4) as usize];
+                (at, how)
             } else {
-                usize::MAX
+                (usize::MAX, Fate::Miss)
             }
         })
         .collect();
@@ -471,8 +616,11 @@ fn random_fates(rng: &mut SplitMix, workers: usize, fault: f64) -> Vec<Vec<Fate>
         .map(|i| {
             (0..workers)
                 .map(|w| {
-                    if i < joins[w] || i >= crashes[w] {
+                    let (end, how) = ends[w];
+                    if i < joins[w] || i > end {
                         Fate::Miss
+                    } else if i == end {
+                        how
                     } else {
                         let u = rng.unit();
                         if u < fault / 2.0 {
