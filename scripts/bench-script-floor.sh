@@ -15,8 +15,11 @@
 #            first registrations (those of scripts/bench-redis-ceiling.sh);
 #   settled: every group's closed interval holds the token at position 0
 #            and its rules record is there; the token sends 0 (a keeper).
+# Last, what sticky return's reservation (rule 15's design, not built) would
+# add to the commands of a keeper.
 # Usage: scripts/bench-script-floor.sh [DIR] [ROUNDS]   DIR holds prelude.lua
-#        and ranked.lua (default crates/lease-core/src/scripts), ROUNDS 2.
+#        and ranked.lua (default crates/lease-core/src/scripts), ROUNDS 2;
+#        CASES= (empty) skips the redis-benchmark table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/private-redis.sh
@@ -35,6 +38,26 @@ end
 if redis.call('ZADD', KEYS[1], 'NX', 0, ARGV[5]) == 1 and redis.call('ZCARD', KEYS[1]) == 1 then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   if rules then redis.call('PEXPIRE', KEYS[3], ARGV[2]) end
+end
+return {1, 0, 0, 0, -1, 0}")
+# The same with sticky return's reservation (docs/protocol.md, rule 15's
+# design, not built): the open set of k holds the member's reservation, so
+# the registration's ZADD of k updates it (no ZCARD), and the member
+# reserves its place in k+1 (KEYS[4]) with ZADD NX and, when that adds,
+# ZCARD of k+1 (and the TTL of a set it creates).
+reserving=$(redis-cli -p "$port" script load "
+local t = redis.call('TIME')
+local rules = redis.call('GET', KEYS[3])
+if not rules then redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[2]) end
+if redis.call('ZCARD', KEYS[2]) > 0 then
+  redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[6], ARGV[6])
+end
+if redis.call('ZADD', KEYS[1], 0, ARGV[5]) == 1 and redis.call('ZCARD', KEYS[1]) == 1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if rules then redis.call('PEXPIRE', KEYS[3], ARGV[2]) end
+end
+if redis.call('ZADD', KEYS[4], 'NX', 0, ARGV[5]) == 1 and redis.call('ZCARD', KEYS[4]) == 1 then
+  redis.call('PEXPIRE', KEYS[4], ARGV[2])
 end
 return {1, 0, 0, 0, -1, 0}")
 token=0123456789abcdef0123456789abcdef
@@ -93,23 +116,25 @@ done
 # interval (what a settled group sends), 10,000 groups of 16, piped over one
 # connection (redis-cli --pipe): "newcomers" into fresh groups (ARGV[6] =
 # -1), "keepers" with the closed set laid out and each sending its position.
-once() { # sha case
-  local sha=$1 case=$2
+once() { # sha case [reserved: the open sets hold every member's reservation]
+  local sha=$1 case=$2 reserved=${3:-0}
   redis-cli -p "$port" flushall >/dev/null
   local day=$(( $(redis-cli -p "$port" time | head -1) / 86400 ))
   if [ "$case" = keepers ]; then
     redis-cli -p "$port" eval "
       for g = 0, 9999 do
         for j = 0, 15 do
-          redis.call('ZADD', '{m-' .. g .. '}:k1', j, string.format('%032x', g * 16 + j))
+          local m = string.format('%032x', g * 16 + j)
+          redis.call('ZADD', '{m-' .. g .. '}:k1', j, m)
+          if ARGV[2] == '1' then redis.call('ZADD', '{m-' .. g .. '}:k', j, m) end
         end
         redis.call('SET', '{m-' .. g .. '}:rules', ARGV[1], 'PX', 259200000)
       end
-      return 1" 0 "$rules" >/dev/null
+      return 1" 0 "$rules" "$reserved" >/dev/null
   fi
-  python3 - "$sha" "$day" "$rules" "$case" > "$dir/once.resp" <<'PY'
+  python3 - "$sha" "$day" "$rules" "$case" "$reserved" > "$dir/once.resp" <<'PY'
 import sys
-sha, day, rules, case = sys.argv[1:]
+sha, day, rules, case, reserved = sys.argv[1:]
 out = sys.stdout.buffer
 def cmd(*args):
     out.write(b"*%d\r\n" % len(args))
@@ -119,7 +144,10 @@ def cmd(*args):
 for j in range(16):
     for g in range(10000):
         sent = str(j) if case == "keepers" else "-1"
-        cmd("EVALSHA", sha, "3", "{m-%d}:k" % g, "{m-%d}:k1" % g, "{m-%d}:rules" % g,
+        keys = ["{m-%d}:k" % g, "{m-%d}:k1" % g, "{m-%d}:rules" % g]
+        if reserved == "1":
+            keys.append("{m-%d}:k2" % g)
+        cmd("EVALSHA", sha, str(len(keys)), *keys,
             "86400000", "259200000", day, rules, "%032x" % (g * 16 + j), sent)
 PY
   redis-cli -p "$port" config resetstat >/dev/null
@@ -148,6 +176,15 @@ for r in $(seq "$rounds"); do
   read -r _ three < <(run "$ours" first 1 3)
   read -r _ five < <(run "$ours" first 1 5)
   python3 -c "import sys; t, f = map(float, sys.argv[2:]); print(f'| ours | {sys.argv[1]} | {t:.2f} | {f:.2f} | {f/t:.2f} |')" "$r" "$three" "$five"
+done
+echo
+echo "| sticky return's reservation, once per member: keepers | round | commands alone µs/call | with the reservation | more | ours µs/call | ours, by as much more |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
+for r in $(seq "$rounds"); do
+  commands_us=$(once "$commands" keepers)
+  reserving_us=$(once "$reserving" keepers 1)
+  ours_us=$(once "$ours" keepers)
+  python3 -c "import sys; c, s, o = map(float, sys.argv[2:]); print(f'| keepers | {sys.argv[1]} | {c:.2f} | {s:.2f} | {s-c:+.2f} | {o:.2f} | {(o+s-c)/o:.2f} x |')" "$r" "$commands_us" "$reserving_us" "$ours_us"
 done
 echo
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $(redis-server --version | cut -d' ' -f3)"
