@@ -28,38 +28,34 @@ rounds="${2:-2}"
 cat "$scripts/prelude.lua" "$scripts/ranked.lua" > "$dir/ranked.lua"
 ours=$(redis-cli -p "$port" script load "$(cat "$dir/ranked.lua")")
 floor=$(redis-cli -p "$port" script load "return {1, 0, 0, 0, -1, 0}")
-commands=$(redis-cli -p "$port" script load "
+# The commands alone, with the open set's ZADD given ("NX" for ours, ""
+# for the reserving variant below) and an optional tail.
+commands_script() { # zadd-flags [tail]
+  cat <<LUA
 local t = redis.call('TIME')
 local rules = redis.call('GET', KEYS[3])
 if not rules then redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[2]) end
 if redis.call('ZCARD', KEYS[2]) > 0 then
   redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[6], ARGV[6])
 end
-if redis.call('ZADD', KEYS[1], 'NX', 0, ARGV[5]) == 1 and redis.call('ZCARD', KEYS[1]) == 1 then
+if redis.call('ZADD', KEYS[1], $1 0, ARGV[5]) == 1 and redis.call('ZCARD', KEYS[1]) == 1 then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   if rules then redis.call('PEXPIRE', KEYS[3], ARGV[2]) end
 end
-return {1, 0, 0, 0, -1, 0}")
+${2:-}
+return {1, 0, 0, 0, -1, 0}
+LUA
+}
+commands=$(redis-cli -p "$port" script load "$(commands_script "'NX',")")
 # The same with sticky return's reservation (docs/protocol.md, rule 15's
 # design, not built): the open set of k holds the member's reservation, so
 # the registration's ZADD of k updates it (no ZCARD), and the member
 # reserves its place in k+1 (KEYS[4]) with ZADD NX and, when that adds,
 # ZCARD of k+1 (and the TTL of a set it creates).
-reserving=$(redis-cli -p "$port" script load "
-local t = redis.call('TIME')
-local rules = redis.call('GET', KEYS[3])
-if not rules then redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[2]) end
-if redis.call('ZCARD', KEYS[2]) > 0 then
-  redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[6], ARGV[6])
-end
-if redis.call('ZADD', KEYS[1], 0, ARGV[5]) == 1 and redis.call('ZCARD', KEYS[1]) == 1 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  if rules then redis.call('PEXPIRE', KEYS[3], ARGV[2]) end
-end
+reserving=$(redis-cli -p "$port" script load "$(commands_script "" "
 if redis.call('ZADD', KEYS[4], 'NX', 0, ARGV[5]) == 1 and redis.call('ZCARD', KEYS[4]) == 1 then
   redis.call('PEXPIRE', KEYS[4], ARGV[2])
-end
-return {1, 0, 0, 0, -1, 0}")
+end")")
 token=0123456789abcdef0123456789abcdef
 rules="2:86400000:ranked:modulo"
 groups=30000

@@ -26,8 +26,12 @@
 //!   the set open at execution (after its registration there, before it,
 //!   or before a slow registration that adds it again), and the worker
 //!   keeps serving what it holds.
-//! - No clock steps, no member names: those are checked on the real code by
-//!   `exhaustive.rs`, and would be again once this is built.
+//! - Member names as rule 18 has them: the set member is the name, and the
+//!   member record lets another incarnation hold the name only two
+//!   intervals after the holder's last registration (before that its
+//!   registration is counted under the name and grants nothing).
+//! - No clock steps: those are checked on the real code by `exhaustive.rs`,
+//!   and would be again once this is built.
 //!
 //! The design has four parts (`Rules::sticky` and `Rules::inherit`):
 //! 1. **Reservation.** A registration in `k` also adds its member to the set
@@ -53,8 +57,8 @@
 //!    record the search finds that overlap: `Broken::LeaveWithoutMarker`).
 //!
 //! The checks: an exhaustive search over every fate of every worker in every
-//! interval (3 workers), random runs of larger groups, four negative
-//! controls (each one deliberately broken rule, which the search must
+//! interval (3 workers, anonymous and under member names), random runs of
+//! larger groups, six negative controls (each one deliberately broken rule, which the search must
 //! catch), and the scenario figures that motivate the design, today's rules
 //! against sticky return in the same model.
 
@@ -169,6 +173,12 @@ enum Broken {
     /// the member out of the set of `k - 1` even after it registered there,
     /// so absence no longer proves that it has no grant from `k - 1`).
     LeaveWithoutMarker,
+    /// Under a member name, grant from a registration that another
+    /// incarnation's record refused (rule 18, status 3).
+    GrantWhileMemberInUse,
+    /// Under a member name, let another incarnation take the name over one
+    /// interval after the holder's last registration instead of two.
+    TakeOverAfterOneInterval,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -253,6 +263,12 @@ struct World<'t> {
     sets: Vec<Set>,
     closed: Vec<Option<Closed>>,
     workers: Vec<WorkerState>,
+    /// Each worker's set member: itself, or a member name it shares with
+    /// other incarnations (rule 18).
+    member: Vec<usize>,
+    /// Under member names, the member record: name -> (the incarnation
+    /// holding it, the last interval it registered in as holder).
+    record: Option<BTreeMap<usize, (usize, usize)>>,
     /// Workers that left; they register no more.
     gone: Vec<bool>,
     /// `left[k]`: the members whose leave executed in `k` (the marker that
@@ -263,13 +279,30 @@ struct World<'t> {
 }
 
 impl<'t> World<'t> {
+    /// Anonymous workers: each its own member.
     fn new(rules: Rules, table: &'t TaskTable, workers: usize, intervals: usize) -> Self {
+        let members: Vec<usize> = (0..workers).collect();
+        Self::with_members(rules, table, &members, false, intervals)
+    }
+
+    /// Worker `w` registers as member `members[w]`; with `named`, under a
+    /// member name and its record.
+    fn with_members(
+        rules: Rules,
+        table: &'t TaskTable,
+        members: &[usize],
+        named: bool,
+        intervals: usize,
+    ) -> Self {
+        let workers = members.len();
         Self {
             rules,
             table,
             sets: vec![Set::new(); intervals + 2],
             closed: (0..intervals + 2).map(|_| None).collect(),
             workers: vec![WorkerState::default(); workers],
+            member: members.to_vec(),
+            record: named.then(BTreeMap::new),
             gone: vec![false; workers],
             left: vec![Vec::new(); intervals + 1],
             grants: vec![Vec::new(); intervals + 1],
@@ -314,33 +347,66 @@ impl<'t> World<'t> {
 
     /// A graceful leave executing in `k` (rule 16): out of the open set and,
     /// with reservations, out of the next one, and marked as left in `k`.
+    /// Under a member name it removes nothing (rule 18: the set member is
+    /// the name, which a new incarnation may carry on).
     fn leave(&mut self, k: usize, w: usize) {
-        self.sets[k].remove(&w);
-        if self.rules.sticky {
-            self.sets[k + 1].remove(&w);
-        }
-        self.left[k].push(w);
         self.gone[w] = true;
+        if self.record.is_some() {
+            return;
+        }
+        let m = self.member[w];
+        self.sets[k].remove(&m);
+        if self.rules.sticky {
+            self.sets[k + 1].remove(&m);
+        }
+        self.left[k].push(m);
+    }
+
+    /// Whether `w` holds its member name in `k` (rule 18), recording it if
+    /// so; always true for anonymous workers.
+    fn holds_name(&mut self, k: usize, w: usize) -> bool {
+        let wait = if self.rules.broken == Some(Broken::TakeOverAfterOneInterval) {
+            1
+        } else {
+            2
+        };
+        let m = self.member[w];
+        let Some(record) = &mut self.record else {
+            return true;
+        };
+        match record.get(&m).copied() {
+            Some((holder, j)) if holder != w && j + wait > k => false,
+            Some((holder, j)) if holder == w => {
+                record.insert(m, (w, j.max(k)));
+                true
+            }
+            _ => {
+                record.insert(m, (w, k));
+                true
+            }
+        }
     }
 
     fn register(&mut self, k: usize, w: usize, processed: bool) {
         self.close(k - 1);
         self.close(k - 2);
+        let holds = self.holds_name(k, w);
+        let m = self.member[w];
         let state = self.workers[w];
-        let p1 = self.closed(k - 1).pair(w);
+        let p1 = self.closed(k - 1).pair(m);
         let carried = match p1 {
             Some((p, _)) => Score::Carried(p),
             None => state.last_known.map_or(Score::Newcomer, Score::Returnee),
         };
-        self.sets[k].insert(w, carried);
+        self.sets[k].insert(m, carried);
         if self.rules.sticky {
-            self.sets[k + 1].entry(w).or_insert(carried);
+            self.sets[k + 1].entry(m).or_insert(carried);
         }
         if !processed {
             return;
         }
         let size2 = self.closed(k - 2).size;
-        let in_k2 = self.closed(k - 2).pair(w);
+        let in_k2 = self.closed(k - 2).pair(m);
         let from_previous = match state.previous {
             Some((pk, pair)) if pk + 1 == k => pair,
             _ => None,
@@ -364,7 +430,7 @@ impl<'t> World<'t> {
                     && self.left[k - 1].contains(&holder);
                 let absent = !self.sets[k - 1].contains_key(&holder) && !marked;
                 let inherit = match self.rules.broken {
-                    Some(Broken::InheritFromRegistered) => holder != w,
+                    Some(Broken::InheritFromRegistered) => holder != m,
                     _ => absent,
                 };
                 if inherit {
@@ -375,7 +441,8 @@ impl<'t> World<'t> {
         if self.rules.broken == Some(Broken::OneClosedSet) && second.is_none() {
             factor = [u64::MAX; TASKS / 64];
         }
-        if let Some(pair) = p1 {
+        let grants = holds || self.rules.broken == Some(Broken::GrantWhileMemberInUse);
+        if let Some(pair) = p1.filter(|_| grants) {
             let part = intersect(self.table.of(pair), factor);
             if count(&part) > 0 {
                 self.grants[k].push((w, part));
@@ -418,9 +485,16 @@ impl<'t> World<'t> {
 
 /// Runs `fates[k - 2][w]` for intervals `2..intervals`; the first
 /// overlapping interval, if any.
-fn run(rules: Rules, table: &TaskTable, workers: usize, fates: &[Vec<Fate>]) -> Option<usize> {
+/// Worker `w` registers as `members[w]`, under member names if `named`.
+fn run(
+    rules: Rules,
+    table: &TaskTable,
+    members: &[usize],
+    named: bool,
+    fates: &[Vec<Fate>],
+) -> Option<usize> {
     let intervals = fates.len() + 2;
-    let mut world = World::new(rules, table, workers, intervals);
+    let mut world = World::with_members(rules, table, members, named, intervals);
     for (i, row) in fates.iter().enumerate() {
         let k = i + 2;
         world.interval(k, row.iter().copied().enumerate());
@@ -433,12 +507,15 @@ fn run(rules: Rules, table: &TaskTable, workers: usize, fates: &[Vec<Fate>]) -> 
 
 /// The shape of one search: `settled` intervals in which all three workers
 /// register, then `varied` intervals of every fate; with `leaves`, worker 0
-/// may also leave (once: it is gone afterwards).
+/// may also leave (once: it is gone afterwards); with `named`, workers 0
+/// and 2 are two incarnations of one member name (a restart, or two live
+/// processes with one name) and worker 1 has a name of its own.
 #[derive(Clone, Copy, Debug)]
 struct Shape {
     settled: usize,
     varied: usize,
     leaves: bool,
+    named: bool,
 }
 
 const WORKERS: usize = 3;
@@ -449,14 +526,18 @@ const WORKERS: usize = 3;
 /// and every extension of a prefix that overlaps is a violating run.
 fn search(rules: Rules, table: &TaskTable, shape: Shape, first_only: bool) -> (u64, u64) {
     let intervals = shape.settled + shape.varied + 2;
-    let mut world = World::new(rules, table, WORKERS, intervals);
+    let mut world = if shape.named {
+        World::with_members(rules, table, &[0, 1, 0], true, intervals)
+    } else {
+        World::new(rules, table, WORKERS, intervals)
+    };
     for k in 2..2 + shape.settled {
         world.interval(k, (0..WORKERS).map(|w| (w, Fate::Register)));
-        assert_eq!(
-            world.overlap(k),
-            None,
-            "{rules:?}: the settled start overlaps"
-        );
+        if world.overlap(k).is_some() {
+            // Every run shares the start: all of them violate.
+            let runs = runs_below(shape, 0, false);
+            return (runs, runs);
+        }
     }
     let mut stats = (0, 0);
     walk(&world, shape, 0, false, first_only, &mut stats);
@@ -522,19 +603,25 @@ fn runs_below(shape: Shape, depth: usize, gone: bool) -> u64 {
 /// times longer): from the first registration (joins at any interval,
 /// grants from 4 at the earliest), and after three settled intervals
 /// (misses, lost replies and crashes of holders, returns, the inheritance
-/// two intervals after a crash, and every graceful leave of worker 0).
-fn searches() -> [Shape; 2] {
+/// two intervals after a crash, and every graceful leave of worker 0),
+/// anonymous and under member names.
+fn searches() -> [Shape; 3] {
     let varied = if std::env::var_os("LEASE_SEARCH_DEEP").is_some_and(|v| v == "1") {
         5
     } else {
         4
     };
-    let shape = |settled, leaves| Shape {
+    let shape = |settled, leaves, named| Shape {
         settled,
         varied,
         leaves,
+        named,
     };
-    [shape(0, false), shape(3, true)]
+    [
+        shape(0, false, false),
+        shape(3, true, false),
+        shape(3, true, true),
+    ]
 }
 
 #[test]
@@ -560,6 +647,8 @@ fn each_broken_rule_is_caught_by_the_search() {
         Broken::OneClosedSet,
         Broken::SecondFactorFromMemory,
         Broken::LeaveWithoutMarker,
+        Broken::GrantWhileMemberInUse,
+        Broken::TakeOverAfterOneInterval,
     ] {
         let rules = Rules {
             broken: Some(broken),
@@ -590,7 +679,8 @@ impl SplitMix {
     }
 }
 
-/// Groups of 4 to 8 over 20 intervals: each worker joins at a random
+/// Groups of 4 to 8 over 20 intervals (every other one under member
+/// names): each worker joins at a random
 /// interval, may end at another (a crash, or one of the three graceful
 /// leaves), and otherwise misses or loses a reply with the given rate.
 fn random_fates(rng: &mut SplitMix, workers: usize, fault: f64) -> Vec<Vec<Fate>> {
@@ -638,18 +728,27 @@ fn random_fates(rng: &mut SplitMix, workers: usize, fault: f64) -> Vec<Vec<Fate>
 }
 
 #[test]
-fn random_groups_of_four_to_eight_stay_exclusive() {
+fn random_groups_of_four_to_eight_stay_exclusive_anonymous_and_named() {
     let table = TaskTable::new();
     let mut rng = SplitMix(2026);
     for seed in 0..4000u64 {
         let workers = 4 + (seed % 5) as usize;
         let fault = [0.05, 0.2, 0.5][(seed % 3) as usize];
         let fates = random_fates(&mut rng, workers, fault);
+        // Every other seed under member names, two to four incarnations
+        // sharing each of two or three names.
+        let named = seed % 2 == 1;
+        let names = if named {
+            2 + seed as usize % 2
+        } else {
+            workers
+        };
+        let members: Vec<usize> = (0..workers).map(|w| w % names).collect();
         for rules in [TODAY, STICKY, WITHOUT_INHERITANCE] {
             assert_eq!(
-                run(rules, &table, workers, &fates),
+                run(rules, &table, &members, named, &fates),
                 None,
-                "seed {seed}, {rules:?}: {fates:?}"
+                "seed {seed}, {rules:?}, members {members:?}: {fates:?}"
             );
         }
     }
