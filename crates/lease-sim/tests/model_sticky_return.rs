@@ -6,9 +6,8 @@
 //!
 //! **This is not the implementation.** `ranked.lua`, the simulator's store
 //! and the `Worker` do not have sticky return; this file checks the design
-//! before anyone builds it, the way the incremental handover was modelled
-//! before rule 13 was written. It keeps exactly what the exclusivity
-//! argument ("Why it is exclusive", rule 13) uses and nothing else:
+//! before anyone builds it. It keeps exactly what the exclusivity argument
+//! ("Why it is exclusive", rule 13) uses and nothing else:
 //!
 //! - Time is counted in whole intervals. A registration of worker `w` in `k`
 //!   executes in `k`; its reply is processed in `k` or lost. A grant from a
@@ -46,11 +45,12 @@
 //!    `k - 1` (a missed registration, a lost reply) is granted from `k`.
 //! 3. **Inheritance.** For a grant from `k`, the factor from closed `k - 2`
 //!    also contains every position of closed `k - 2` whose holder is not in
-//!    the set of `k - 1` at all (it neither registered in `k - 1` nor
-//!    reserved into it, so it has no grant from `k - 1` or later, and no grant
-//!    from `k - 2` reaches `k`) and did not leave in `k - 1`. So a reservation does not make a crashed
-//!    worker's tasks wait for the survivors: they inherit its position one
-//!    interval after the reservation lapses, when today they take it over.
+//!    the set of `k - 1` at all and did not leave in `k - 1` (it registered
+//!    in neither `k - 2` nor `k - 1`, so it has no grant from `k - 1` or
+//!    later, and no grant from `k - 2` reaches `k`). So a reservation does
+//!    not make a crashed worker's tasks wait for the survivors: they inherit
+//!    its position one interval after the reservation lapses, when today
+//!    they take it over.
 //! 4. **Leaves.** A leave also removes the member's reservation and records
 //!    it as left in the open interval; inheritance skips a holder that left
 //!    in `k - 1`, which may still serve a grant from `k - 1` (without the
@@ -58,9 +58,9 @@
 //!
 //! The checks: an exhaustive search over every fate of every worker in every
 //! interval (3 workers, anonymous and under member names), random runs of
-//! larger groups, six negative controls (each one deliberately broken rule, which the search must
-//! catch), and the scenario figures that motivate the design, today's rules
-//! against sticky return in the same model.
+//! larger groups, six negative controls (each one deliberately broken rule,
+//! which the search must catch), and the scenario figures that motivate the
+//! design, today's rules against sticky return in the same model.
 
 use lease_core::ownership::Mapping;
 use std::collections::BTreeMap;
@@ -739,7 +739,7 @@ fn random_groups_of_four_to_eight_stay_exclusive_anonymous_and_named() {
         // sharing each of two or three names.
         let named = seed % 2 == 1;
         let names = if named {
-            2 + seed as usize % 2
+            2 + (seed / 2) as usize % 2
         } else {
             workers
         };
