@@ -28,9 +28,12 @@ rounds="${2:-2}"
 cat "$scripts/prelude.lua" "$scripts/ranked.lua" > "$dir/ranked.lua"
 ours=$(redis-cli -p "$port" script load "$(cat "$dir/ranked.lua")")
 floor=$(redis-cli -p "$port" script load "return {1, 0, 0, 0, -1, 0}")
-# The commands alone, with the open set's ZADD given ("NX" for ours, ""
-# for the reserving variant below) and an optional tail.
-commands_script() { # zadd-flags [tail]
+# The commands alone: the open set's ZADD adds only ("nx", as ours) or
+# also updates ("update", the reserving variant below), then an optional
+# tail of Lua.
+commands_script() { # nx|update [tail]
+  local flags=""
+  [ "$1" = nx ] && flags="'NX', "
   cat <<LUA
 local t = redis.call('TIME')
 local rules = redis.call('GET', KEYS[3])
@@ -38,7 +41,7 @@ if not rules then redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[2]) end
 if redis.call('ZCARD', KEYS[2]) > 0 then
   redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[6], ARGV[6])
 end
-if redis.call('ZADD', KEYS[1], $1 0, ARGV[5]) == 1 and redis.call('ZCARD', KEYS[1]) == 1 then
+if redis.call('ZADD', KEYS[1], ${flags}0, ARGV[5]) == 1 and redis.call('ZCARD', KEYS[1]) == 1 then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   if rules then redis.call('PEXPIRE', KEYS[3], ARGV[2]) end
 end
@@ -46,13 +49,13 @@ ${2:-}
 return {1, 0, 0, 0, -1, 0}
 LUA
 }
-commands=$(redis-cli -p "$port" script load "$(commands_script "'NX',")")
+commands=$(redis-cli -p "$port" script load "$(commands_script nx)")
 # The same with sticky return's reservation (docs/protocol.md, rule 15's
 # design, not built): the open set of k holds the member's reservation, so
 # the registration's ZADD of k updates it (no ZCARD), and the member
 # reserves its place in k+1 (KEYS[4]) with ZADD NX and, when that adds,
 # ZCARD of k+1 (and the TTL of a set it creates).
-reserving=$(redis-cli -p "$port" script load "$(commands_script "" "
+reserving=$(redis-cli -p "$port" script load "$(commands_script update "
 if redis.call('ZADD', KEYS[4], 'NX', 0, ARGV[5]) == 1 and redis.call('ZCARD', KEYS[4]) == 1 then
   redis.call('PEXPIRE', KEYS[4], ARGV[2])
 end")")
@@ -176,6 +179,8 @@ done
 echo
 echo "| sticky return's reservation, once per member: keepers | round | commands alone µs/call | with the reservation | more | ours µs/call | ours, by as much more |"
 echo "| --- | --- | --- | --- | --- | --- | --- |"
+# The commands alone and ours again, in turns with the reserving variant:
+# on a noisy machine only figures taken side by side compare.
 for r in $(seq "$rounds"); do
   commands_us=$(once "$commands" keepers)
   reserving_us=$(once "$reserving" keepers 1)

@@ -754,8 +754,8 @@ fn random_groups_of_four_to_eight_stay_exclusive_anonymous_and_named() {
     }
 }
 
-/// What a scenario costs under one set of rules, from interval 6 on (the
-/// group of `scenario` holds from 5).
+/// What a scenario costs under one set of rules, from interval 6 on (a
+/// group registering from 2 holds from 5).
 #[derive(Debug, PartialEq, Eq)]
 struct Figures {
     /// Owner changes per task, summed (a task idle in between and back with
@@ -801,12 +801,19 @@ fn figures(rules: Rules, table: &TaskTable, workers: usize, fates: &[Vec<Fate>])
     }
 }
 
-/// `n` workers registering from interval 2; `fate(k, w)` overrides from 10.
-fn scenario(n: usize, fate: impl Fn(usize, usize) -> Fate) -> Vec<Vec<Fate>> {
+/// 5 workers registering from interval 2, but worker 1 has `fate` in the
+/// intervals `when` picks.
+fn worker_1_of_5(fate: Fate, when: impl Fn(usize) -> bool) -> Vec<Vec<Fate>> {
     (2..20)
         .map(|k| {
-            (0..n)
-                .map(|w| if k < 10 { Fate::Register } else { fate(k, w) })
+            (0..5)
+                .map(|w| {
+                    if w == 1 && when(k) {
+                        fate
+                    } else {
+                        Fate::Register
+                    }
+                })
                 .collect()
         })
         .collect()
@@ -819,13 +826,7 @@ fn scenario(n: usize, fate: impl Fn(usize, usize) -> Fate) -> Vec<Vec<Fate>> {
 #[test]
 fn one_missed_registration_moves_nothing_with_sticky_return() {
     let table = TaskTable::new();
-    let fates = scenario(5, |k, w| {
-        if k == 12 && w == 1 {
-            Fate::Miss
-        } else {
-            Fate::Register
-        }
-    });
+    let fates = worker_1_of_5(Fate::Miss, |k| k == 12);
     let today = figures(TODAY, &table, 5, &fates);
     let sticky = figures(STICKY, &table, 5, &fates);
     let share = count(&table.of((1, 5)));
@@ -862,13 +863,7 @@ fn one_missed_registration_moves_nothing_with_sticky_return() {
 #[test]
 fn a_lost_reply_costs_one_interval_less_with_sticky_return() {
     let table = TaskTable::new();
-    let fates = scenario(5, |k, w| {
-        if k == 12 && w == 1 {
-            Fate::ReplyLost
-        } else {
-            Fate::Register
-        }
-    });
+    let fates = worker_1_of_5(Fate::ReplyLost, |k| k == 12);
     let today = figures(TODAY, &table, 5, &fates);
     let sticky = figures(STICKY, &table, 5, &fates);
     let share = count(&table.of((1, 5)));
@@ -883,13 +878,7 @@ fn a_lost_reply_costs_one_interval_less_with_sticky_return() {
 #[test]
 fn a_crash_costs_the_survivors_nothing_more_with_sticky_return() {
     let table = TaskTable::new();
-    let fates = scenario(5, |k, w| {
-        if k >= 12 && w == 1 {
-            Fate::Miss
-        } else {
-            Fate::Register
-        }
-    });
+    let fates = worker_1_of_5(Fate::Miss, |k| k >= 12);
     let today = figures(TODAY, &table, 5, &fates);
     let sticky = figures(STICKY, &table, 5, &fates);
     let reserved_only = figures(WITHOUT_INHERITANCE, &table, 5, &fates);
