@@ -230,6 +230,14 @@ pub enum NegativeControl {
     /// identity holds, without waiting for that incarnation's last lease to
     /// end.
     GrantWhileMemberInUse,
+    /// Rule 19: a grant certified by a member's *reserved* entry in closed
+    /// `k-1` (it did not register in `k-1`) lives to `(k+2)L` like any
+    /// other, instead of ending by `(k+1)L`.
+    FullGrantFromReservation,
+    /// Rule 19: when the worker's previous reply does not say its pair in
+    /// closed `k-2`, take its last known position with that set's size as
+    /// the second factor, without the server saying it was there.
+    SecondFactorFromMemory,
     /// [`NegativeControl::GrantFromEarlyRegistration`] and
     /// [`NegativeControl::KeepRequestsAcrossStandDown`] at once: a forward
     /// step just under the gap that the worker detects overlaps only without

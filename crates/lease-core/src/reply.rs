@@ -75,12 +75,59 @@ pub struct Counted {
     pub interval: u64,
     /// Server time at execution.
     pub server_time: ServerMicros,
-    /// `Arrival`: the 0-based arrival index in `k`. `Ranked`: the token's rank
-    /// in the closed set of `k-1`, `None` if it was not counted there.
+    /// `Arrival`: the 0-based arrival index in `k`. `Ranked`: the member's
+    /// position in the closed set of `k-1`, `None` if it was not counted
+    /// there.
     pub position: Option<u32>,
     /// The final count of the closed interval `k-1`, `None` if its key is
     /// missing (`Arrival` only; an absent sorted set has size 0).
     pub count: Option<u32>,
+    /// `Ranked` (rule 19): whether the member's entry in closed `k-1` is its
+    /// own registration there, rather than only the reservation its
+    /// registration in `k-2` made. A grant from a reserved entry is short.
+    /// Always `true` under `Arrival`, and when `position` is `None`.
+    pub registered: bool,
+    /// `Ranked` (rule 19): what the script read of the closed set of `k-2`:
+    /// the member's position there when the worker did not know it, the
+    /// set's size, and the positions this worker inherits.
+    pub older: Older,
+}
+
+/// Largest number of inherited positions a reply names (rule 19: the
+/// script looks at no more candidates).
+pub const MAX_INHERITED: usize = 8;
+
+/// What a `Ranked` reply from `k` says of the closed set of `k-2` (rule
+/// 19). Empty under `Arrival`, and whenever the script did not read that
+/// set (a settled worker knows its position there from its previous
+/// reply).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Older {
+    /// The member's position in closed `k-2`, when the worker sent none
+    /// and the member keeps a position there (`None` otherwise).
+    pub position: Option<u32>,
+    /// The size of closed `k-2`, when the script read it.
+    pub count: Option<u32>,
+    inherited: [u32; MAX_INHERITED],
+    inherited_len: u8,
+}
+
+impl Older {
+    /// Positions of closed `k-2` that this worker inherits: their keepers
+    /// there are absent from the set of `k-1` (rule 19), in ascending order.
+    pub fn inherited(&self) -> &[u32] {
+        &self.inherited[..usize::from(self.inherited_len)]
+    }
+
+    /// With `positions` inherited (ascending, at most [`MAX_INHERITED`]).
+    pub fn with_inherited(mut self, positions: &[u32]) -> Option<Self> {
+        if positions.len() > MAX_INHERITED {
+            return None;
+        }
+        self.inherited[..positions.len()].copy_from_slice(positions);
+        self.inherited_len = positions.len() as u8;
+        Some(self)
+    }
 }
 
 /// Why a reply was rejected.
@@ -131,6 +178,11 @@ pub enum ReplyError {
         /// The interval in the reply.
         got: u64,
     },
+    /// Fields that cannot come together in one reply of the script (rule
+    /// 19's fields about closed `k-2` without the size of that set, for
+    /// example).
+    #[error("reply fields are inconsistent: {0}")]
+    Inconsistent(&'static str),
     /// The client library could not turn the reply into integers.
     #[error("reply is not an array of integers")]
     NotIntegers,
@@ -154,10 +206,12 @@ impl Reply {
     ///
     /// ```
     /// use lease_core::{Mode, Reply};
-    /// // Counted in interval 10 at 3.0015 s (interval 300 ms): rank 2 of 5.
-    /// let reply = Reply::parse(Mode::Ranked, 300, &[1, 10, 3, 1500, 2, 5]).unwrap();
+    /// // Counted in interval 10 at 3.0015 s (interval 300 ms): position 2
+    /// // of 5 in closed interval 9, registered there; nothing read of
+    /// // closed interval 8 (rule 19's last two fields).
+    /// let reply = Reply::parse(Mode::Ranked, 300, &[1, 10, 3, 1500, 2, 5, 1, -1, -1]).unwrap();
     /// assert_eq!(reply.interval(), 10);
-    /// assert!(Reply::parse(Mode::Ranked, 300, &[1, 10, 3, 1500, 5, 5]).is_err());
+    /// assert!(Reply::parse(Mode::Ranked, 300, &[1, 10, 3, 1500, 5, 5, 1, -1, -1]).is_err());
     /// ```
     pub fn parse(mode: Mode, interval_ms: u64, values: &[i64]) -> Result<Reply, ReplyError> {
         let Some(&status) = values.first() else {
@@ -166,14 +220,16 @@ impl Reply {
                 expected: 0,
             });
         };
-        let expected = match status {
-            0 => 4,
-            1 => 6,
-            2 => 8,
-            3 if mode == Mode::Ranked => 6,
-            other => return Err(ReplyError::Status(other)),
+        // Ranked counted replies carry rule 19's fields after the first
+        // six: 9, plus up to `MAX_INHERITED` inherited positions.
+        let (expected, extra) = match (status, mode) {
+            (0, _) => (4, 0),
+            (2, _) => (8, 0),
+            (1, Mode::Arrival) => (6, 0),
+            (1 | 3, Mode::Ranked) => (RANKED_FIELDS, MAX_INHERITED),
+            (other, _) => return Err(ReplyError::Status(other)),
         };
-        if values.len() != expected {
+        if values.len() < expected || values.len() > expected + extra {
             return Err(ReplyError::Arity {
                 got: values.len(),
                 expected,
@@ -228,34 +284,125 @@ impl Reply {
             }
             _ => {}
         }
-        let (position, count) = match mode {
+        let counted = match mode {
             Mode::Arrival => {
                 // INCR starts at 1, so the 0-based index is never absent.
                 let index: u32 = field("position", values[4])?;
-                (Some(index), optional("count", values[5])?)
-            }
-            Mode::Ranked => {
-                let rank = optional("position", values[4])?;
-                let size: u32 = field("count", values[5])?;
-                if let Some(rank) = rank
-                    && rank >= size
-                {
-                    return Err(ReplyError::PositionNotBelowCount {
-                        position: rank,
-                        count: size,
-                    });
+                Counted {
+                    interval,
+                    server_time,
+                    position: Some(index),
+                    count: optional("count", values[5])?,
+                    registered: true,
+                    older: Older::default(),
                 }
-                (rank, Some(size))
             }
+            Mode::Ranked => ranked_fields(interval, server_time, values)?,
         };
         let wrap = [Reply::Counted, Reply::MemberInUse][usize::from(status == 3)];
-        Ok(wrap(Counted {
-            interval,
-            server_time,
-            position,
-            count,
-        }))
+        Ok(wrap(counted))
     }
+}
+
+/// A Ranked counted reply's length without inherited positions.
+const RANKED_FIELDS: usize = 9;
+
+/// The fields of a Ranked counted reply after the server time: `position,
+/// size, registered, older position, older size, inherited...` (rule 19),
+/// each checked on its own and against the others.
+fn ranked_fields(
+    interval: u64,
+    server_time: ServerMicros,
+    values: &[i64],
+) -> Result<Counted, ReplyError> {
+    let position = optional("position", values[4])?;
+    let size: u32 = field("count", values[5])?;
+    if let Some(rank) = position
+        && rank >= size
+    {
+        return Err(ReplyError::PositionNotBelowCount {
+            position: rank,
+            count: size,
+        });
+    }
+    // -1 exactly when the member is absent from closed k-1.
+    let registered = match (values[6], position) {
+        (-1, None) => true,
+        (0, Some(_)) => false,
+        (1, Some(_)) => true,
+        (value, _) => {
+            return Err(ReplyError::OutOfRange {
+                field: "registered",
+                value,
+            });
+        }
+    };
+    let older_position = optional("older position", values[7])?;
+    let older_count = optional("older count", values[8])?;
+    // The arity check bounds their number; no allocation per reply.
+    let mut buffer = [0u32; MAX_INHERITED];
+    let inherited = &mut buffer[..values.len() - RANKED_FIELDS];
+    for (slot, &v) in inherited.iter_mut().zip(&values[RANKED_FIELDS..]) {
+        *slot = field("inherited", v)?;
+    }
+    let inherited = &*inherited;
+    if position.is_none() && (older_position.is_some() || older_count.is_some()) {
+        return Err(ReplyError::Inconsistent(
+            "fields about closed k-2 for a member absent from closed k-1",
+        ));
+    }
+    if let Some(p) = older_position {
+        match older_count {
+            Some(n) if p < n => {}
+            Some(n) => {
+                return Err(ReplyError::PositionNotBelowCount {
+                    position: p,
+                    count: n,
+                });
+            }
+            None => {
+                return Err(ReplyError::Inconsistent(
+                    "a position in closed k-2 without its size",
+                ));
+            }
+        }
+    }
+    if !inherited.is_empty() {
+        let n = older_count.ok_or(ReplyError::Inconsistent(
+            "inherited positions without the size of closed k-2",
+        ))?;
+        if inherited.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(ReplyError::Inconsistent(
+                "inherited positions not in ascending order",
+            ));
+        }
+        if let Some(&p) = inherited.iter().find(|&&p| p >= n) {
+            return Err(ReplyError::PositionNotBelowCount {
+                position: p,
+                count: n,
+            });
+        }
+        if older_position.is_some_and(|own| inherited.contains(&own)) {
+            return Err(ReplyError::Inconsistent(
+                "the member's own position in closed k-2 among the inherited",
+            ));
+        }
+    }
+    let older = Older {
+        position: older_position,
+        count: older_count,
+        ..Older::default()
+    }
+    .with_inherited(inherited)
+    .ok_or(ReplyError::Inconsistent("too many inherited positions"))?;
+    Ok(Counted {
+        interval,
+        server_time,
+        position,
+        count: Some(size),
+        registered,
+        older,
+    })
 }
 
 /// The recorded rules of a refusal, `[version, interval_ms, mode, mapping]`
@@ -291,7 +438,21 @@ mod tests {
     const T: [i64; 4] = [1, 10, 3, 1500];
 
     fn counted(mode: Mode, pos: i64, count: i64) -> Result<Reply, ReplyError> {
-        Reply::parse(mode, 300, &[T[0], T[1], T[2], T[3], pos, count])
+        match mode {
+            Mode::Arrival => Reply::parse(mode, 300, &[T[0], T[1], T[2], T[3], pos, count]),
+            Mode::Ranked => {
+                let registered = if pos == -1 { -1 } else { 1 };
+                let v = [T[0], T[1], T[2], T[3], pos, count, registered, -1, -1];
+                Reply::parse(mode, 300, &v)
+            }
+        }
+    }
+
+    /// A Ranked counted reply from interval 10 with rule 19's fields.
+    fn ranked(tail: &[i64]) -> Result<Reply, ReplyError> {
+        let mut v = T.to_vec();
+        v.extend(tail);
+        Reply::parse(Mode::Ranked, 300, &v)
     }
 
     #[test]
@@ -302,7 +463,9 @@ mod tests {
                 interval: 10,
                 server_time: 3_001_500,
                 position: Some(2),
-                count: Some(5)
+                count: Some(5),
+                registered: true,
+                older: Older::default(),
             }))
         );
         let r = counted(Mode::Ranked, -1, 0).unwrap();
@@ -330,6 +493,57 @@ mod tests {
                 server_time: 3_001_500
             })
         );
+    }
+
+    #[test]
+    fn rule_19_fields_parse_and_are_checked_against_each_other() {
+        // A reserved entry, the position in k-2 from the server, and an
+        // inherited position.
+        let Ok(Reply::Counted(c)) = ranked(&[1, 4, 0, 4, 5, 1]) else {
+            panic!("a returnee's reply parses");
+        };
+        assert!(!c.registered);
+        assert_eq!((c.older.position, c.older.count), (Some(4), Some(5)));
+        assert_eq!(c.older.inherited(), [1]);
+        // Nothing of k-2 read: a settled keeper's reply.
+        let Ok(Reply::Counted(c)) = ranked(&[2, 5, 1, -1, -1]) else {
+            panic!("a keeper's reply parses");
+        };
+        assert_eq!(c.older, Older::default());
+        // The size alone, with inherited positions (the worker knew its own).
+        let Ok(Reply::Counted(c)) = ranked(&[1, 4, 1, -1, 5, 1, 4]) else {
+            panic!("an inheriting reply parses");
+        };
+        assert_eq!(c.older.inherited(), [1, 4]);
+        use ReplyError::*;
+        for (tail, why) in [
+            (&[2, 5, 2, -1, -1][..], "registered is 0 or 1"),
+            (&[-1, 5, 1, -1, -1][..], "registered is -1 when absent"),
+            (&[2, 5, -1, -1, -1][..], "registered is -1 only when absent"),
+            (&[-1, 5, -1, 1, 5][..], "nothing of k-2 when absent"),
+            (&[2, 5, 1, 1, -1][..], "a position in k-2 needs its size"),
+            (&[2, 5, 1, 5, 5][..], "the position in k-2 is below its size"),
+            (&[2, 5, 1, -1, -1, 3][..], "inherited positions need the size"),
+            (&[2, 5, 1, -1, 5, 5][..], "inherited positions are below the size"),
+            (&[2, 5, 1, -1, 5, 3, 3][..], "inherited positions ascend"),
+            (&[2, 5, 1, 3, 5, 3][..], "one's own position is not inherited"),
+            (&[2, 5, 1, -1, 5, -1][..], "inherited positions are positions"),
+        ] {
+            assert!(
+                matches!(
+                    ranked(tail),
+                    Err(Inconsistent(_) | OutOfRange { .. } | PositionNotBelowCount { .. })
+                ),
+                "{why}: {tail:?} gave {:?}",
+                ranked(tail)
+            );
+        }
+        // At most MAX_INHERITED inherited positions.
+        let mut long = vec![2, 20, 1, -1, 20];
+        long.extend((10..10 + MAX_INHERITED as i64 + 1).collect::<Vec<_>>());
+        assert!(matches!(ranked(&long), Err(Arity { .. })));
+        long.pop();
+        assert!(ranked(&long).is_ok());
     }
 
     #[test]
@@ -386,17 +600,25 @@ mod tests {
             Err(Arity { got: 6, .. })
         ));
         assert!(matches!(p(&[3, 10, 3, 1500]), Err(Arity { got: 4, .. })));
+        // Ranked counted replies carry rule 19's three fields.
+        assert!(matches!(
+            p(&[1, 10, 3, 1500, 2, 5]),
+            Err(Arity {
+                got: 6,
+                expected: 9
+            })
+        ));
         assert!(matches!(p(&[4, 10, 3, 1500]), Err(Status(4))));
         assert!(matches!(
             Reply::parse(Mode::Arrival, 300, &[3, 10, 3, 1500, 2, 5]),
             Err(Status(3))
         ));
         assert!(matches!(
-            p(&[3, 10, 3, 1500, 5, 5]),
+            p(&[3, 10, 3, 1500, 5, 5, 1, -1, -1]),
             Err(PositionNotBelowCount { .. })
         ));
         assert!(matches!(
-            p(&[3, 10, 3, 1500, 2, 5]),
+            p(&[3, 10, 3, 1500, 2, 5, 1, -1, -1]),
             Ok(Reply::MemberInUse(Counted {
                 position: Some(2),
                 count: Some(5),
@@ -404,23 +626,23 @@ mod tests {
             }))
         ));
         assert!(matches!(
-            p(&[1, -10, 3, 1500, 2, 5]),
+            p(&[1, -10, 3, 1500, 2, 5, 1, -1, -1]),
             Err(OutOfRange { .. })
         ));
         assert!(matches!(
-            p(&[1, 10, -3, 1500, 2, 5]),
+            p(&[1, 10, -3, 1500, 2, 5, 1, -1, -1]),
             Err(OutOfRange { .. })
         ));
         assert!(matches!(
-            p(&[1, 10, 3, 1_000_000, 2, 5]),
+            p(&[1, 10, 3, 1_000_000, 2, 5, 1, -1, -1]),
             Err(OutOfRange { field: "usec", .. })
         ));
         assert!(matches!(
-            p(&[1, 10, i64::MAX, 0, 2, 5]),
+            p(&[1, 10, i64::MAX, 0, 2, 5, 1, -1, -1]),
             Err(OutOfRange { field: "sec", .. })
         ));
         assert!(matches!(
-            p(&[1, 11, 3, 1500, 2, 5]),
+            p(&[1, 11, 3, 1500, 2, 5, 1, -1, -1]),
             Err(IntervalMismatch { .. })
         ));
         assert!(matches!(

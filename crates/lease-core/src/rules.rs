@@ -26,14 +26,16 @@ use crate::ownership::Mapping;
 
 /// Version of the record, its first field: the revision of the mode's
 /// protocol. `Arrival`, the original protocol, is revision 1. `Ranked` is
-/// revision 2, whose positions fill holes (rule 15): a `Ranked` worker of
-/// revision 1 (plain ranks, no hole filling) carries positions another way,
-/// so the two must not share a group, and the record tells them apart. A record with another version is a mismatch
-/// (and is reported as unreadable).
+/// revision 3, whose registrations reserve their place in the next
+/// interval and whose positions fill holes (rules 15 and 19): a `Ranked`
+/// worker of revision 1 (plain ranks, no hole filling) or 2 (no
+/// reservations) carries positions another way, so they must not share a
+/// group, and the record tells them apart. A record with another version
+/// is a mismatch (and is reported as unreadable).
 pub(crate) const fn version_of(mode: Mode) -> u32 {
     match mode {
         Mode::Arrival => 1,
-        Mode::Ranked => 2,
+        Mode::Ranked => 3,
     }
 }
 
@@ -46,14 +48,16 @@ pub(crate) const fn version_of(mode: Mode) -> u32 {
 ///
 /// let options: Options = Options::new("g", Duration::from_secs(2));
 /// let rules = GroupRules::of(&options);
-/// assert_eq!(rules.encode(), "2:2000:ranked:consistent");
-/// assert_eq!(GroupRules::decode("2:2000:ranked:consistent"), Some(rules));
+/// assert_eq!(rules.encode(), "3:2000:ranked:consistent");
+/// assert_eq!(GroupRules::decode("3:2000:ranked:consistent"), Some(rules));
 /// // Whole pairs split by modulo: another mapping, another rule.
 /// let sql = GroupRules::of(&options.with_handover(Handover::WholePairs));
-/// assert_eq!(sql.encode(), "2:2000:ranked:modulo");
+/// assert_eq!(sql.encode(), "3:2000:ranked:modulo");
 /// // A Ranked record of another version (1: positions carried as
-/// // fractions, without hole filling) is not one this version reads.
+/// // fractions, without hole filling; 2: no reservations) is not one this
+/// // version reads.
 /// assert_eq!(GroupRules::decode("1:2000:ranked:modulo"), None);
+/// assert_eq!(GroupRules::decode("2:2000:ranked:modulo"), None);
 /// assert_eq!(sql.to_string(), "interval 2000 ms, mode ranked, mapping modulo");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -82,7 +86,7 @@ impl GroupRules {
     }
 
     /// The record as the script stores and compares it:
-    /// `version:interval_ms:mode:mapping`, e.g. `2:1000:ranked:modulo` or
+    /// `version:interval_ms:mode:mapping`, e.g. `3:1000:ranked:modulo` or
     /// `1:1000:arrival:modulo` (the version is the mode's revision).
     /// Byte equality of two encodings is equality of the rules.
     pub fn encode(&self) -> String {

@@ -42,6 +42,14 @@ fn only_started(events: &[Event]) -> bool {
 }
 
 const L_MS: u64 = 1000;
+
+/// A Ranked counted reply as the script returns it for a member that
+/// registered in the closed interval (rule 19's fields: registered, and
+/// nothing read of closed `k-2`).
+fn ranked_counted(k: i64, sec: i64, usec: i64, position: i64, count: i64) -> Vec<i64> {
+    let registered = if position < 0 { -1 } else { 1 };
+    vec![1, k, sec, usec, position, count, registered, -1, -1]
+}
 /// The server's interval at the start of each test.
 const K: u64 = 1_700_000;
 
@@ -123,8 +131,10 @@ impl Harness {
         let k = (server / 1000) / L_MS as i64;
         if k as u64 != s.k {
             vec![0, k, sec, usec]
-        } else {
+        } else if self.w.mode() == Mode::Arrival {
             vec![1, k, sec, usec, position, count]
+        } else {
+            ranked_counted(k, sec, usec, position, count)
         }
     }
 
@@ -360,7 +370,7 @@ fn ranked_worker_never_goes_silent_after_a_wrong_interval_answer() {
             us % 1_000_000,
         ];
         if counted {
-            [v, vec![-1, 0]].concat()
+            [v, vec![-1, 0, -1, -1, -1]].concat()
         } else {
             v
         }
@@ -682,8 +692,10 @@ fn graceful_leave_removes_the_token_and_serves_the_lease_to_its_drain_end() {
             &format!("{{g}}:{c}")[..],
             &format!("{{g}}:{}", c + 1)[..],
             "{g}:rules",
+            &format!("{{g}}:{}", c + 2)[..],
             &format!("{{g}}:{c}:fillers")[..],
             &format!("{{g}}:{}:fillers", c + 1)[..],
+            &format!("{{g}}:{}:fillers", c + 2)[..],
         ]
     );
     assert_eq!(t.args[1], c.to_string());

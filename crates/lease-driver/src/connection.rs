@@ -24,7 +24,8 @@ impl Verb {
     }
 }
 
-/// One script command to run: `verb script 5 keys[0] .. keys[4] args..`.
+/// One script command to run: `verb script 7 keys[0] .. keys[6] args..`
+/// (every request declares [`lease_core::KEY_COUNT`] keys).
 ///
 /// It borrows the worker's buffers only for the call to
 /// [`Connection::run`]: the client encodes it there (its own copy is the
@@ -36,24 +37,29 @@ pub struct Command<'a> {
     /// The script's SHA-1 (`EVALSHA`) or its source (`EVAL`).
     pub script: &'static str,
     /// `KEYS`.
-    pub keys: [&'a str; 5],
+    pub keys: [&'a str; lease_core::KEY_COUNT],
     /// `ARGV`.
     pub args: &'a [String],
 }
 
 impl<'a> Command<'a> {
     /// Every argument after the verb, for clients that build commands from
-    /// strings: the script, `5`, the keys, the arguments.
+    /// strings: the script, the key count, the keys, the arguments.
     pub fn arguments(&self) -> impl Iterator<Item = &'a str> + use<'a> {
-        [self.script, "5"]
+        [self.script, KEY_COUNT_TEXT]
             .into_iter()
             .chain(self.keys)
             .chain(self.args.iter().map(String::as_str))
     }
 }
 
+/// [`lease_core::KEY_COUNT`] as the text a command carries.
+const KEY_COUNT_TEXT: &str = "7";
+const _: () = assert!(lease_core::KEY_COUNT == 7, "KEY_COUNT_TEXT must name KEY_COUNT");
+
 /// A script's reply as integers, held inline (no heap allocation): at most
-/// [`Integers::CAPACITY`] values (the scripts reply at most 8).
+/// [`Integers::CAPACITY`] values (the scripts reply at most 17: a Ranked
+/// registration's nine and [`lease_core::MAX_INHERITED`] positions).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Integers {
     len: usize,
@@ -62,7 +68,7 @@ pub struct Integers {
 
 impl Integers {
     /// The most values held.
-    pub const CAPACITY: usize = 16;
+    pub const CAPACITY: usize = 24;
 
     /// The integers of `items`, if each item is one (`Some` from `integer`)
     /// and there are at most [`Integers::CAPACITY`]; `None` otherwise (the
@@ -73,7 +79,7 @@ impl Integers {
     /// let ints = Integers::collect([1, -1].iter(), |v| Some(*v)).unwrap();
     /// assert_eq!(ints.as_slice(), &[1, -1]);
     /// assert!(Integers::collect(["1"].iter(), |_| None::<i64>).is_none());
-    /// assert!(Integers::collect(0..17, Some).is_none());
+    /// assert!(Integers::collect(0..25, Some).is_none());
     /// ```
     pub fn collect<T>(
         items: impl IntoIterator<Item = T>,

@@ -47,7 +47,7 @@ struct Sent {
 /// and the client's future, replaced in place.
 struct Slot<F> {
     sent: Option<Sent>,
-    keys: [String; 5],
+    keys: [String; lease_core::KEY_COUNT],
     args: Vec<String>,
     reply: Pin<Box<Option<F>>>,
 }

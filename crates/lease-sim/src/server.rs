@@ -286,23 +286,24 @@ impl Server {
         }
     }
 
-    /// `numkeys k1 k2 k3 [k4 [k5]] args..` of one of lease's scripts: a
-    /// registration script or the leave script (rule 16). Five keys are
-    /// what the workers send (the member record, rule 18, and a filler
-    /// cache, rule 15; the leave script's fourth and fifth are filler
-    /// caches); three or four are accepted, as the scripts accept them.
+    /// `numkeys k1 .. kn args..` of one of lease's scripts: a registration
+    /// script or the leave script (rules 16 and 19). Seven keys are what
+    /// the workers send ([`lease_core::KEY_COUNT`]); Arrival reads three,
+    /// and a Ranked registration or a leave with fewer fails, as the
+    /// scripts do.
     fn run(&mut self, script: &Script, rest: &[Vec<u8>]) -> Reply {
         let Some(numkeys) = rest.first() else {
             return arity("eval");
         };
-        let n = match numkeys.as_slice() {
-            b"3" => 3,
-            b"4" => 4,
-            b"5" => 5,
-            _ => return err("ERR", "lease's scripts take 3 to 5 keys".into()),
+        let Some(n) = std::str::from_utf8(numkeys)
+            .ok()
+            .and_then(|n| n.parse::<usize>().ok())
+            .filter(|&n| (3..=lease_core::KEY_COUNT).contains(&n))
+        else {
+            return err("ERR", "lease's scripts take 3 to 7 keys".into());
         };
         if rest.len() < n + 1 {
-            return err("ERR", "lease's scripts take 3 to 5 keys".into());
+            return err("ERR", "Number of keys can't be greater than number of args".into());
         }
         let mut text = Vec::with_capacity(rest.len() - 1);
         for arg in &rest[1..] {
@@ -311,24 +312,14 @@ impl Server {
                 Err(_) => return err("ERR", "an argument is not UTF-8".into()),
             }
         }
-        // Keys a caller did not declare are empty: the scripts skip them.
-        let key = |i: usize| if i < n { text[i].as_str() } else { "" };
-        let keys = [key(0), key(1), key(2), key(3), key(4)];
+        let keys: Vec<&str> = text[..n].iter().map(String::as_str).collect();
         let args = &text[n..];
         let now_us = self.now_us();
         self.stats.executed += 1;
         let executed = if script.is_leave() {
-            // The leave script reads its fourth and fifth keys as filler
-            // caches only when five are declared.
-            let keys = if n == 5 {
-                keys
-            } else {
-                [keys[0], keys[1], keys[2], "", ""]
-            };
-            self.store.execute_leave_with_caches(now_us, keys, args)
+            self.store.execute_leave(now_us, &keys, args)
         } else {
-            self.store
-                .execute_with_caches(script.mode(), now_us, keys, args)
+            self.store.execute(script.mode(), now_us, &keys, args)
         };
         match executed {
             Ok(values) => Reply::Integers(values),

@@ -11,9 +11,12 @@
 use std::collections::{BTreeMap, HashMap};
 
 mod fillers;
+mod leave;
 mod members;
+mod ranked;
 mod zset;
 
+pub use leave::LeaveSabotage;
 use zset::ZSet;
 
 use lease_core::Mode;
@@ -48,22 +51,10 @@ pub enum StoreError {
     /// A key holds the other mode's type.
     #[error("WRONGTYPE Operation against a key holding the wrong kind of value")]
     WrongType,
-}
-
-/// **Test only: breaks exclusivity.** A wrong leave script, for the
-/// negative controls of rule 16 (docs/protocol.md): each one writes a
-/// closed set, which the correct script never does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum LeaveSabotage {
-    /// Removes the token from the open set *and* from the closed set before
-    /// it.
-    AlsoClosed,
-    /// Removes the token from the closed set before the open one only
-    /// only.
-    InsteadClosed,
-    /// Removes the token from the interval the client named (`KEYS[1]`),
-    /// whatever the server's interval at execution.
-    ClientNamed,
+    /// Fewer keys than the script takes (the Ranked registration and the
+    /// leave script take [`lease_core::KEY_COUNT`]).
+    #[error("ERR lease: the script takes 7 keys")]
+    KeyCount,
 }
 
 /// The simulated server's key space.
@@ -91,6 +82,9 @@ pub struct SimStore {
     /// Test only: the filler cache is used whatever size it was computed
     /// for (the negative control of rule 15's cache check).
     sabotage_filler_cache: bool,
+    /// Test only: inheritance takes positions whose keepers are present in
+    /// the set of `k-1` too (the negative control of rule 19).
+    sabotage_inheritance: bool,
 }
 
 impl SimStore {
@@ -112,12 +106,6 @@ impl SimStore {
     /// Whether the key space is empty.
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
-    }
-
-    /// **Test only: breaks exclusivity.** Makes the leave script wrong in
-    /// the given way (negative controls).
-    pub fn sabotage_leave(&mut self, sabotage: Option<LeaveSabotage>) {
-        self.leave_sabotage = sabotage;
     }
 
     /// **Test only: breaks exclusivity.** With `true`, positions are
@@ -145,109 +133,6 @@ impl SimStore {
         self.sabotage_rules = on;
     }
 
-    /// Leave requests that removed a token from a closed set (only a
-    /// sabotaged leave script does).
-    pub fn closed_set_writes(&self) -> u64 {
-        self.closed_writes
-    }
-
-    /// Runs the leave script (`leave.lua`, rule 16) at server time `now_us`
-    /// with `keys` and `args` as a [`lease_core::Transmit`] of
-    /// [`lease_core::Script::leave`] carries them; returns its reply.
-    pub fn execute_leave(
-        &mut self,
-        now_us: i64,
-        keys: [&str; 3],
-        args: &[String],
-    ) -> Result<Vec<i64>, StoreError> {
-        self.execute_leave_with_caches(now_us, [keys[0], keys[1], keys[2], "", ""], args)
-    }
-
-    /// [`SimStore::execute_leave`] with the five keys every
-    /// [`lease_core::Transmit`] of the leave script carries: the fourth and
-    /// fifth are the filler caches of the two sets (rule 15), and the one of
-    /// the set the token is removed from is deleted.
-    pub fn execute_leave_with_caches(
-        &mut self,
-        now_us: i64,
-        keys: [&str; 5],
-        args: &[String],
-    ) -> Result<Vec<i64>, StoreError> {
-        let caches = [keys[3], keys[4]];
-        let keys = [keys[0], keys[1], keys[2]];
-        self.executed += 1;
-        let interval_ms = int_arg(args, 0, "interval")?;
-        if interval_ms <= 0 {
-            return Err(StoreError::BadArguments("interval"));
-        }
-        let rules = args.get(2).ok_or(StoreError::BadArguments("rules"))?;
-        let sec = now_us.div_euclid(1_000_000);
-        let usec = now_us.rem_euclid(1_000_000);
-        let k = (sec * 1000 + usec / 1000).div_euclid(interval_ms);
-        self.expire(keys[2], now_us);
-        match self.keys.get(keys[2]).map(|e| &e.value) {
-            Some(Value::Text(recorded)) if recorded != rules => return Ok(vec![2, k, sec, usec]),
-            Some(Value::Text(_)) | None => {}
-            Some(_) => return Err(StoreError::WrongType),
-        }
-        // `c = tonumber(ARGV[2])`, read after the rules: `k == c + 1` fails
-        // on what is not a number, a non-integer matches neither.
-        let c = args
-            .get(1)
-            .and_then(|a| lua_number(a))
-            .ok_or(StoreError::BadArguments("believed interval"))?;
-        // The key of the open interval k, as the script picks it.
-        let open = if k as f64 == c {
-            keys[0].to_owned()
-        } else if k as f64 == c + 1.0 {
-            keys[1].to_owned()
-        } else if self.leave_sabotage == Some(LeaveSabotage::ClientNamed) {
-            keys[0].to_owned()
-        } else {
-            return Ok(vec![0, k, sec, usec]);
-        };
-        // The closed set before it: the open key's number minus one.
-        let closed = {
-            let (head, num) = open.rsplit_once(':').unwrap_or((&open, "0"));
-            let n: i64 = num.parse().unwrap_or(0);
-            format!("{head}:{}", n - 1)
-        };
-        // ZREM of a missing token fails before it writes.
-        let token = args.get(3).ok_or(StoreError::BadArguments("token"))?;
-        let targets: Vec<String> = match self.leave_sabotage {
-            None => vec![open],
-            Some(LeaveSabotage::AlsoClosed) => vec![open, closed],
-            Some(LeaveSabotage::InsteadClosed) => vec![closed],
-            Some(LeaveSabotage::ClientNamed) => vec![keys[0].to_owned()],
-        };
-        let open_key = key_of(keys, c, k);
-        let mut removed = 0;
-        for key in &targets {
-            self.expire(key, now_us);
-            let Some(entry) = self.keys.get_mut(key) else {
-                continue;
-            };
-            let Value::Set(set) = &mut entry.value else {
-                return Err(StoreError::WrongType);
-            };
-            let gone = usize::from(set.remove(token));
-            if set.is_empty() {
-                // ZREM of the last member deletes the key.
-                self.keys.remove(key);
-            }
-            if Some(key.as_str()) == open_key {
-                removed = gone as i64;
-                if gone > 0 {
-                    let cache = if key == keys[0] { caches[0] } else { caches[1] };
-                    self.drop_filler_cache(cache);
-                }
-            } else if gone > 0 {
-                self.closed_writes += 1;
-            }
-        }
-        Ok(vec![1, k, sec, usec, removed])
-    }
-
     /// A restart without persistence: every key is gone.
     pub fn flush(&mut self) {
         self.keys.clear();
@@ -255,43 +140,20 @@ impl SimStore {
 
     /// Runs the registration script of `mode` at server time `now_us`
     /// (microseconds since the Unix epoch) with `keys` and `args` as a
-    /// [`lease_core::Transmit`] carries them; returns the script's reply.
+    /// [`lease_core::Transmit`] carries them (`KEYS` and `ARGV`, in order);
+    /// returns the script's reply. `Arrival` reads the first three keys;
+    /// `Ranked` takes all [`lease_core::KEY_COUNT`] (as the script does, it
+    /// answers a refusal or a wrong-interval reply before it looks at the
+    /// key count, and fails without writing after).
     pub fn execute(
         &mut self,
         mode: Mode,
         now_us: i64,
-        keys: [&str; 3],
-        args: &[String],
-    ) -> Result<Vec<i64>, StoreError> {
-        self.execute_with_members(mode, now_us, [keys[0], keys[1], keys[2], ""], args)
-    }
-
-    /// [`SimStore::execute`] with the fourth key, the group's member record
-    /// (rule 18), and without the fifth: fillers are computed without the
-    /// filler cache, as the script does for a caller that declares four
-    /// keys.
-    pub fn execute_with_members(
-        &mut self,
-        mode: Mode,
-        now_us: i64,
-        keys: [&str; 4],
-        args: &[String],
-    ) -> Result<Vec<i64>, StoreError> {
-        self.execute_with_caches(mode, now_us, [keys[0], keys[1], keys[2], keys[3], ""], args)
-    }
-
-    /// [`SimStore::execute`] with the five keys every
-    /// [`lease_core::Transmit`] of a registration carries: the fourth is
-    /// the group's member record (rule 18), the fifth the filler cache of
-    /// the closed set (rule 15).
-    pub fn execute_with_caches(
-        &mut self,
-        mode: Mode,
-        now_us: i64,
-        keys: [&str; 5],
+        keys: &[&str],
         args: &[String],
     ) -> Result<Vec<i64>, StoreError> {
         self.executed += 1;
+        let rules_key = *keys.get(2).ok_or(StoreError::KeyCount)?;
         let interval_ms = int_arg(args, 0, "interval")?;
         if interval_ms <= 0 {
             return Err(StoreError::BadArguments("interval"));
@@ -301,8 +163,8 @@ impl SimStore {
         let usec = now_us.rem_euclid(1_000_000);
         let k = (sec * 1000 + usec / 1000).div_euclid(interval_ms);
         // The group's rules (rule 12): checked before anything is written.
-        self.expire(keys[2], now_us);
-        match self.keys.get(keys[2]).map(|e| &e.value) {
+        self.expire(rules_key, now_us);
+        match self.keys.get(rules_key).map(|e| &e.value) {
             Some(Value::Text(recorded)) if recorded != rules && !self.sabotage_rules => {
                 let mut reply = vec![2, k, sec, usec];
                 reply.extend(recorded_fields(recorded));
@@ -323,12 +185,23 @@ impl SimStore {
             .and_then(|a| redis_integer(a))
             .filter(|&t| t > 0)
             .ok_or(StoreError::BadArguments("ttl"))?;
-        let recorded = self.write_rules_record(keys[2], rules, now_us, ttl_ms);
+        if mode == Mode::Ranked && keys.len() < lease_core::KEY_COUNT {
+            // ranked.lua's first line, after the prelude's reads.
+            return Err(StoreError::KeyCount);
+        }
+        let recorded = self.write_rules_record(rules_key, rules, now_us, ttl_ms);
         self.expire(keys[0], now_us);
         self.expire(keys[1], now_us);
         let (status, counted) = match mode {
-            Mode::Arrival => (1, self.count_arrival(keys, recorded, now_us, ttl_ms)?),
-            Mode::Ranked => self.count_ranked(keys, args, recorded, k, now_us, ttl_ms)?,
+            Mode::Arrival => (
+                1,
+                self.count_arrival([keys[0], keys[1], keys[2]], recorded, now_us, ttl_ms)?
+                    .to_vec(),
+            ),
+            Mode::Ranked => {
+                let keys: [&str; lease_core::KEY_COUNT] = std::array::from_fn(|i| keys[i]);
+                self.count_ranked(keys, args, recorded, k, now_us, ttl_ms)?
+            }
         };
         let mut reply = vec![status, k, sec, usec];
         reply.extend(counted);
@@ -357,7 +230,7 @@ impl SimStore {
     /// count of `k-1` (-1 when it is gone).
     fn count_arrival(
         &mut self,
-        keys: [&str; 5],
+        keys: [&str; 3],
         recorded: bool,
         now_us: i64,
         ttl_ms: i64,
@@ -381,77 +254,6 @@ impl SimStore {
             Some(_) => return Err(StoreError::WrongType),
         };
         Ok([x - 1, prev])
-    }
-
-    /// Ranked's count: the reply's status (3 when another incarnation
-    /// holds the member name, rule 18), the member's position in `k-1`
-    /// (hole-filled), its score in `k` by the server-side carry (rule 15),
-    /// ZADD NX; replies the position (-1 when absent) and the size of `k-1`.
-    fn count_ranked(
-        &mut self,
-        keys: [&str; 5],
-        args: &[String],
-        recorded: bool,
-        k: i64,
-        now_us: i64,
-        ttl_ms: i64,
-    ) -> Result<(i64, [i64; 2]), StoreError> {
-        let token = args.get(4).ok_or(StoreError::BadArguments("token"))?;
-        // Rule 18: the set member and the reply's status.
-        let (status, member) = self.member_of(keys[3], args, token, k, now_us, ttl_ms)?;
-        let token = &member;
-        // `tonumber(ARGV[6])`: what does not read as a number
-        // counts as a newcomer's -1, as in the script.
-        let sent = args.get(5).and_then(|a| lua_number(a)).unwrap_or(-1.0);
-        let sabotage = PositionSabotage {
-            fillers_ignore_keepers: self.sabotage_positions,
-            duplicates_keep: self.sabotage_duplicate_keepers,
-        };
-        // A keeper's position is its score; a filler's comes from the
-        // filler cache, or is computed for every filler and cached.
-        let (keeper, size) = match self.keys.get(keys[1]).map(|e| &e.value) {
-            None => (None, 0),
-            Some(Value::Set(set)) => {
-                let kept = set.score(token).map(|score| {
-                    let first = set.first_with_its_score(score, token);
-                    keeps(score, set.len(), first, sabotage).then_some(score)
-                });
-                (kept, set.len())
-            }
-            Some(_) => return Err(StoreError::WrongType),
-        };
-        let rank = match keeper {
-            None => None,
-            Some(Some(score)) => Some(score as usize),
-            Some(None) => self.filler_position(keys[1], keys[4], token, now_us, ttl_ms, sabotage),
-        };
-        // The server-side carry (rule 15): a token present in k-1
-        // carries its integer position; a returnee ranks after every
-        // carried position, by the position it sent; a newcomer last.
-        let score = match rank {
-            Some(p) => p as f64,
-            None if (0.0..RETURNEE).contains(&sent) => RETURNEE + sent.floor() + 0.5,
-            None => NEWCOMER,
-        };
-        // Only the registration that creates the open set sets its TTL and
-        // renews the record (ranked.lua).
-        let fresh = !self.keys.contains_key(keys[0]);
-        let entry = self.keys.entry(keys[0].to_owned()).or_insert(Entry {
-            value: Value::Set(ZSet::default()),
-            expires_at: 0,
-        });
-        let Value::Set(set) = &mut entry.value else {
-            return Err(StoreError::WrongType);
-        };
-        // ZADD NX: a repeat of the same token changes nothing.
-        set.add_nx(score, token);
-        if fresh {
-            self.pexpire(keys[0], now_us, ttl_ms);
-            if recorded {
-                self.pexpire(keys[2], now_us, ttl_ms);
-            }
-        }
-        Ok((status, [rank.map_or(-1, |r| r as i64), size as i64]))
     }
 
     /// `PEXPIRE key ttl_ms`: a TTL of zero or less deletes the key, as
@@ -534,8 +336,11 @@ impl SimStore {
 
 /// Scores of returnees start here (`2^32`), after every carried position.
 const RETURNEE: f64 = 4_294_967_296.0;
-/// A newcomer's score (`2^53`), after every returnee.
-const NEWCOMER: f64 = 9_007_199_254_740_992.0;
+/// A newcomer's score (`2^40`), after every returnee.
+const NEWCOMER: f64 = 1_099_511_627_776.0;
+/// What a reservation adds to the score it carries (rule 19): base scores
+/// end in `.0` or `.5`, reservations in `.25` or `.75`.
+const RESERVED: f64 = 0.25;
 
 /// Test-only ways of computing rule 15's positions wrongly (negative
 /// controls).
@@ -543,31 +348,54 @@ const NEWCOMER: f64 = 9_007_199_254_740_992.0;
 struct PositionSabotage {
     /// A filler takes its rank among the fillers, ignoring the keepers'.
     fillers_ignore_keepers: bool,
-    /// Every member with an integer score `p < s` keeps `p`, duplicates
+    /// Every member carrying a position `p < s` keeps `p`, duplicates
     /// included.
     duplicates_keep: bool,
 }
 
-/// Whether `score` is a position a member of a set of size `s` can keep.
-fn keepable(score: f64, s: usize) -> bool {
-    score >= 0.0 && score < s as f64 && score == score.floor()
+/// The position a score carries in a set of size `s`, if it carries one
+/// below `s` (rule 15, revision 3): an integer `p`, or `p + 0.25` (a
+/// reservation of `p`), `0 <= p < s`; as `ranked.lua`'s `carried`.
+fn carried(score: f64, s: usize) -> Option<usize> {
+    let p = score.floor();
+    let frac = score - p;
+    (p >= 0.0 && p < s as f64 && (frac == 0.0 || frac == RESERVED)).then_some(p as usize)
 }
 
-/// Whether a member with `score` of a set of size `s` keeps its score as
-/// its position (rule 15): `first` says whether it is the first member with
-/// that score in Redis order; under the duplicate-keepers sabotage every
-/// member with a keepable score keeps it.
+/// Whether `score` carries a position a member of a set of size `s` can
+/// keep.
+fn keepable(score: f64, s: usize) -> bool {
+    carried(score, s).is_some()
+}
+
+/// Rule 19: whether a score is a reservation's (`ranked.lua`'s `reserved`).
+fn is_reserved(score: f64) -> bool {
+    let frac = score - score.floor();
+    frac == RESERVED || frac == 0.5 + RESERVED
+}
+
+/// Whether the member at `rank` of `set` (Redis order), with `score`, is
+/// the first member carrying its position: the one `ZRANGEBYSCORE p
+/// p.25` lists first (scores below `p` all come before it).
+fn first_carrying(set: &[(f64, String)], rank: usize, score: f64) -> bool {
+    set.partition_point(|(sc, _)| *sc < score.floor()) == rank
+}
+
+/// Whether a member with `score` of a set of size `s` keeps the position it
+/// carries (rule 15): `first` says whether it is the first member carrying
+/// it in Redis order; under the duplicate-keepers sabotage every member
+/// carrying a position keeps it.
 fn keeps(score: f64, s: usize, first: bool, sabotage: PositionSabotage) -> bool {
     keepable(score, s) && (sabotage.duplicates_keep || first)
 }
 
 /// Rule 15, as `ranked.lua` computes it: the position of `token` in the
-/// closed set `set` (Redis order) of size `s`. The first member with an
-/// integer score `p < s` keeps `p`; the others, in the set's order, take
-/// the free positions in ascending order, so the positions are a
-/// permutation of `0..s`. The script tries the position the worker sent
-/// first (its score in a settled group); that only picks its path, so it
-/// is not an input here.
+/// closed set `set` (Redis order) of size `s`. The first member carrying a
+/// position `p < s` (score `p` or `p + 0.25`) keeps `p`; the others, in the
+/// set's order, take the free positions in ascending order, so the
+/// positions are a permutation of `0..s`. The script tries the position the
+/// worker sent first (its score in a settled group); that only picks its
+/// path, so it is not an input here.
 fn hole_filled(set: &[(f64, String)], token: &str, sabotage: PositionSabotage) -> Option<usize> {
     let s = set.len();
     let rank = set.iter().position(|(_, m)| m == token)?;
@@ -575,23 +403,23 @@ fn hole_filled(set: &[(f64, String)], token: &str, sabotage: PositionSabotage) -
     if sabotage.duplicates_keep {
         return hole_filled_keeping_duplicates(set, rank, sabotage.fillers_ignore_keepers);
     }
-    // A keeper is the first member with its score (the first member
-    // `ZRANGEBYSCORE p p` lists in the script): the set is sorted, so that
-    // is the member at the first index whose score is not below `p`.
-    if keepable(score, s) && set.partition_point(|(sc, _)| *sc < score) == rank {
-        return Some(score as usize);
+    if let Some(p) = carried(score, s)
+        && first_carrying(set, rank, score)
+    {
+        return Some(p);
     }
     let mut kept = vec![false; s];
     let mut filler_rank = None;
     let mut fillers = 0;
     for (i, (sc, _)) in set.iter().enumerate() {
-        if keepable(*sc, s) && !kept[*sc as usize] {
-            kept[*sc as usize] = true;
-        } else {
-            if i == rank {
-                filler_rank = Some(fillers);
+        match carried(*sc, s) {
+            Some(p) if !kept[p] => kept[p] = true,
+            _ => {
+                if i == rank {
+                    filler_rank = Some(fillers);
+                }
+                fillers += 1;
             }
-            fillers += 1;
         }
     }
     let j = filler_rank?;
@@ -602,8 +430,8 @@ fn hole_filled(set: &[(f64, String)], token: &str, sabotage: PositionSabotage) -
 }
 
 /// Rule 15 without the duplicate clause (the negative control of
-/// [`SimStore::sabotage_duplicate_keepers`]): every member whose score is an
-/// integer `p < s` keeps `p`, so two members carrying one position share
+/// [`SimStore::sabotage_duplicate_keepers`]): every member carrying a
+/// position `p < s` keeps `p`, so two members carrying one position share
 /// it; a filler takes the free position of its rank among the members with
 /// scores of `s` or more.
 fn hole_filled_keeping_duplicates(
@@ -613,33 +441,17 @@ fn hole_filled_keeping_duplicates(
 ) -> Option<usize> {
     let s = set.len();
     let score = set[rank].0;
-    if keepable(score, s) {
-        return Some(score as usize);
+    if let Some(p) = carried(score, s) {
+        return Some(p);
     }
     let in_range = |sc: f64| sc >= 0.0 && sc < s as f64;
     let keepers = set.iter().filter(|(sc, _)| in_range(*sc)).count();
-    let kept: Vec<usize> = set
-        .iter()
-        .filter(|(sc, _)| keepable(*sc, s))
-        .map(|(sc, _)| *sc as usize)
-        .collect();
+    let kept: Vec<usize> = set.iter().filter_map(|(sc, _)| carried(*sc, s)).collect();
     let j = rank.checked_sub(keepers)?;
     if fillers_ignore_keepers {
         return (j < s).then_some(j);
     }
     (0..s).filter(|p| !kept.contains(p)).nth(j)
-}
-
-/// The key of the open interval `k` among the leave script's keys (`c` and
-/// `c + 1`), if it is one of them.
-fn key_of(keys: [&str; 3], c: f64, k: i64) -> Option<&str> {
-    if k as f64 == c {
-        Some(keys[0])
-    } else if k as f64 == c + 1.0 {
-        Some(keys[1])
-    } else {
-        None
-    }
 }
 
 /// A refusal's four fields from a recorded rules record, as the script's

@@ -1,25 +1,36 @@
--- lease: graceful leave (rule 16), Ranked mode. Removes the caller's token
--- from the set of the interval open when this script executes, and from no
--- other: the script decides that interval from TIME, never the caller.
--- KEYS[1] = P{N}:c and KEYS[2] = P{N}:(c+1), for the interval c the caller
--- believes open and the one after it; KEYS[3] = P{N}:rules; KEYS[4] and
--- KEYS[5] = P{N}:c:fillers and P{N}:(c+1):fillers, their filler caches
--- (only when five keys are declared: a four-key caller's fourth key was the
--- member record, which a leave never touches).
+-- lease: graceful leave (rules 16 and 19), Ranked mode. Takes the caller's
+-- token out of the interval open when this script executes, x, or out of
+-- the next one's reservation, and out of no other set: the script decides
+-- x from TIME, never the caller.
+-- KEYS[1], KEYS[2] = P{N}:c, P{N}:(c+1), for the interval c the caller
+-- believes open and the one after it; KEYS[3] = P{N}:rules; KEYS[4] =
+-- P{N}:(c+2); KEYS[5], KEYS[6], KEYS[7] = the filler caches of the three
+-- sets, P{N}:c:fillers, P{N}:(c+1):fillers, P{N}:(c+2):fillers.
 -- ARGV[1] = interval in ms, ARGV[2] = c, ARGV[3] = the caller's rules
 -- record, ARGV[4] = token.
 -- Replies, integers only:
 --   {2, k, sec, usec} when the recorded rules differ (nothing is written);
 --   {0, k, sec, usec} when k is neither c nor c+1 (nothing is written; the
 --     caller may retry once with the server time);
---   {1, k, sec, usec, removed} otherwise (removed: 1 if the token was in
---     the set of k, else 0).
--- The only writes are ZREM on the key of k = floor(TIME / L), the open set,
--- and, when it removed the token, DEL of that set's filler cache (rule 15:
--- a cache is a memo of the set it was computed from, and the open set has
--- one only if a backward clock step reopened it after it was read closed).
--- A closed set (any interval before k) is never written, whatever the
--- caller named or how long the request was delayed. ZREM creates nothing.
+--   {1, k, sec, usec, removed} otherwise (removed: 1 if the token was
+--     taken out of a set, else 0).
+-- Which set (rule 19): a registration in x reserves its member's place in
+-- the set of x+1. So when the token is in the set of x+1, it registered in
+-- x: it stays counted in x (it may hold a lease from x, and a member
+-- absent from x would let others inherit its position of x-1 while that
+-- lease lives), and only the reservation goes: the survivors stop counting
+-- it in x+1. Otherwise it has not registered in x, its entry in x is at
+-- most a reservation from x-1, and that goes: its leases come from x-1 or
+-- earlier and end by (x+1)L, before anyone's grant from x+1 begins.
+-- Either way the only set written is x or x+1, never a closed one,
+-- whatever the caller named or however long the request was delayed.
+-- When a removal takes the token out, the set's filler cache goes too
+-- (rule 15: a cache is a memo of the set it was computed from, and these
+-- sets have one only if a backward clock step reopened them after they
+-- were read closed). ZREM creates nothing.
+if not KEYS[7] then
+  return redis.error_reply('ERR lease: the leave script takes 7 keys')
+end
 local t = redis.call('TIME')
 local sec = tonumber(t[1])
 local usec = tonumber(t[2])
@@ -29,18 +40,23 @@ if rules and rules ~= ARGV[3] then
   return {2, k, sec, usec}
 end
 local c = tonumber(ARGV[2])
-local removed
+-- The sets of c, c+1, c+2 are KEYS[1], KEYS[2], KEYS[4], their caches
+-- KEYS[5], KEYS[6], KEYS[7].
+local set = {1, 2, 4}
+local open
 if k == c then
-  removed = redis.call('ZREM', KEYS[1], ARGV[4])
-  if removed == 1 and #KEYS == 5 then
-    redis.call('DEL', KEYS[4])
-  end
+  open = 1
 elseif k == c + 1 then
-  removed = redis.call('ZREM', KEYS[2], ARGV[4])
-  if removed == 1 and #KEYS == 5 then
-    redis.call('DEL', KEYS[5])
-  end
+  open = 2
 else
   return {0, k, sec, usec}
+end
+local from = open
+if redis.call('ZSCORE', KEYS[set[open + 1]], ARGV[4]) then
+  from = open + 1
+end
+local removed = redis.call('ZREM', KEYS[set[from]], ARGV[4])
+if removed == 1 then
+  redis.call('DEL', KEYS[from + 4])
 end
 return {1, k, sec, usec, removed}

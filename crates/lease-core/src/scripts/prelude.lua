@@ -31,11 +31,13 @@ if not (string.find(ARGV[2], '^[1-9]%d*$') and #ARGV[2] <= 15) then
   return redis.error_reply('ERR lease: the key TTL is not a positive integer')
 end
 -- Recorded by the first registration, renewed by each counting part
--- (refresh_rules) whenever it adds a member: every lease granted in k
--- comes from a registration whose member was added in k, at kL or later,
--- so the record outlives it (3L against 2L). A record that is there holds
--- exactly ARGV[4] (checked above), so renewing its TTL leaves what SET
--- would, for less of Redis's time.
+-- (refresh_rules) whenever it creates a set: every lease granted in k
+-- comes from a registration counted in the set of k, which was created at
+-- (k-1)L or later (Ranked: by a reservation in k-1; Arrival: at kL or
+-- later), so the record outlives it (the TTL, 5L for Ranked and 3L for
+-- Arrival, against 2L). A record that is there holds exactly ARGV[4]
+-- (checked above), so renewing its TTL leaves what SET would, for less of
+-- Redis's time.
 if not rules then
   redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[2])
 end

@@ -1,14 +1,23 @@
--- lease: Ranked counting (after prelude.lua), protocol revision 2: positions
--- are carried by the server as integers, and a closed interval's positions
--- fill holes (rule 15).
--- ARGV[5] = token (32 hex digits), ARGV[6] = the last position this worker
---           knows (an integer), or -1 for a newcomer, ARGV[7] = the member
---           name (rule 18), absent for an anonymous worker.
+-- lease: Ranked counting (after prelude.lua), protocol revision 3: positions
+-- are carried by the server as integers, a closed interval's positions fill
+-- holes (rule 15), and a registration reserves its member's place in the
+-- next interval (sticky return, rule 19).
 -- KEYS[4] = P{N}:members, the member record (a hash: name -> 'token:j',
 --           the identity holding the name and the last interval it
 --           registered in), touched only under a member name.
 -- KEYS[5] = P{N}:(k-1):fillers, the filler cache of the closed set (below),
 --           touched only by a filler.
+-- KEYS[6] = P{N}:(k+1), the set the reservation goes into.
+-- KEYS[7] = P{N}:(k-2), read only by a returnee (its position there) and
+--           for inheritance (rule 19).
+-- ARGV[5] = token (32 hex digits), ARGV[6] = the last position this worker
+--           knows (an integer), or -1 for a newcomer, ARGV[7] = the member
+--           name (rule 18), empty or absent for an anonymous worker,
+--           ARGV[8], ARGV[9] = the worker's position in closed k-2 and that
+--           set's size, as its previous reply (from k-1) told it, or -1
+--           when it has none.
+-- Every key is required: a caller that declares fewer gets an error
+-- before anything is written.
 -- Under a member name the set member is 'm:' .. name, so a restarted
 -- process (a new token) carries the name's position. The token holds the
 -- name if the record names it, or names another token whose last
@@ -17,26 +26,34 @@
 -- held by another process: the registration is still counted under the
 -- name (its position survives a restart) but replies with status 3, and
 -- the worker grants nothing from it.
--- Scores in the set of an interval k:
---   a token that was in closed k-1: its position there (an integer);
+-- Scores in the set of an interval k (a "base" score, and the same plus
+-- 0.25 for a reservation, which a registration in k overwrites):
+--   a member that was in closed k-1: its position there (an integer);
 --   a returnee (not in k-1): 2^32 + its sent position + 0.5;
---   a newcomer: 2^53.
+--   a newcomer: 2^40.
 -- Positions in a closed set of size s: the first member (in the set's
--- order: by score, ties by token) with an integer score p, 0 <= p < s,
--- keeps p (a keeper). Every other member is a filler, and the fillers, in
--- the set's order (later members with a keeper's score, then carried
--- p >= s, then returnees by sent position, then newcomers), take the free
--- positions in ascending order. So the positions are a permutation of 0..s
--- whatever the scores: the two versions of an interval reopened by a
--- backward clock step (rule 10) can carry one position to two members of
--- the next set, and only one of them keeps it. In a settled group every
--- member is a keeper, and this costs one ZCARD and one ZRANGEBYSCORE of
--- the score it sent (is it the first member with that score?).
--- Reply: {1, k, sec, usec, position of the token in k-1 or -1, size of k-1},
--- status 3 instead of 1 under a member name another token holds.
+-- order: by score, ties by member) whose score is p or p + 0.25 for an
+-- integer p, 0 <= p < s, keeps p (a keeper). Every other member is a
+-- filler, and the fillers, in the set's order, take the free positions in
+-- ascending order. So the positions are a permutation of 0..s whatever the
+-- scores (two versions of an interval reopened by a backward clock step,
+-- rule 10, can carry one position to two members: only one keeps it).
+-- Reply: {1, k, sec, usec, position in k-1 or -1, size of k-1,
+--         registered, position in k-2 or -1, size of k-2 or -1,
+--         inherited positions of k-2 ...}
+-- (status 3 instead of 1 under a member name another token holds).
+-- registered: 1 if the member's entry in closed k-1 is a registration, 0
+-- if it is only a reservation (the member did not register in k-1: its
+-- grant is short, rule 19). The position in k-2 is sent only when the
+-- caller did not know it (ARGV[8] = -1); the size of k-2 whenever the
+-- script read it; the inherited positions only under jump hash (the
+-- caller's rules, ARGV[4], end in ':consistent': it holds task sets).
+if not KEYS[7] then
+  return redis.error_reply('ERR lease: the Ranked script takes 7 keys')
+end
 local member = ARGV[5]
 local status = 1
-if ARGV[7] then
+if ARGV[7] and ARGV[7] ~= '' then
   member = 'm:' .. ARGV[7]
   local record = redis.call('HGET', KEYS[4], ARGV[7])
   local holder, last = nil, nil
@@ -56,6 +73,27 @@ if ARGV[7] then
   end
   redis.call('PEXPIRE', KEYS[4], ARGV[2])
 end
+-- The position a score carries, if it carries one below s (rule 15): an
+-- integer p, or p + 0.25 (a reservation of p).
+local function carried(score, s)
+  local p = math.floor(score)
+  local frac = score - p
+  if p >= 0 and p < s and (frac == 0 or frac == 0.25) then
+    return p
+  end
+  return nil
+end
+-- Whether a score is a reservation's: the base scores end in .0 or .5.
+local function reserved(score)
+  local frac = score - math.floor(score)
+  return frac == 0.25 or frac == 0.75
+end
+-- The keeper of position p in a closed set (the first member whose score is
+-- p or p + 0.25), with its score; nil when p has no keeper there.
+local function keeper_of(key, p)
+  local first = redis.call('ZRANGEBYSCORE', key, p, p .. '.25', 'WITHSCORES')
+  return first[1], first[2]
+end
 -- A filler's position (rule 15), from the filler cache of the closed set
 -- (KEYS[5]): a hash from each filler to its position, with the set's
 -- size under '#'. The first filler that reads the closed set computes the
@@ -64,7 +102,7 @@ end
 -- mass change costs Redis one scan instead of one per filler. The cache is
 -- a memo of a function of the set: it is used only while the set is the
 -- one it was computed from. A closed set changes only if a backward clock
--- step reopens it (rule 10): ZADD NX then grows it (the size differs from
+-- step reopens it (rule 10): ZADD then grows it (the size differs from
 -- '#'), and the leave script, the only one that removes members, deletes
 -- the cache of the set it removes from. A caller that declares no fifth
 -- key gets the same positions, computed without the cache.
@@ -75,13 +113,13 @@ local function filler_position(size)
       return tonumber(cached[2])
     end
   end
-  -- The members in order: the first of each integer score p, 0 <= p < s,
-  -- keeps p; the others, in order, take the free positions ascending.
+  -- The members in order: the first carrying each p, 0 <= p < s, keeps p;
+  -- the others, in order, take the free positions ascending.
   local all = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
   local kept = {}
   for i = 1, #all, 2 do
-    local p = tonumber(all[i + 1])
-    if p >= 0 and p < size and p == math.floor(p) and not kept[p] then
+    local p = carried(tonumber(all[i + 1]), size)
+    if p and not kept[p] then
       kept[p] = all[i]
     end
   end
@@ -89,8 +127,8 @@ local function filler_position(size)
   local free = 0
   local mine = -1
   for i = 1, #all, 2 do
-    local p = tonumber(all[i + 1])
-    if kept[p] ~= all[i] then
+    local p = carried(tonumber(all[i + 1]), size)
+    if not p or kept[p] ~= all[i] then
       while kept[free] do
         free = free + 1
       end
@@ -119,22 +157,26 @@ local function filler_position(size)
 end
 local size = redis.call('ZCARD', KEYS[2])
 local position = -1
+-- The member's score in closed k-1, once known: it says whether its entry
+-- there is a registration or only a reservation.
+local entry = nil
 -- In a settled group the position a worker sends (the last one it learnt)
 -- is its score in k-1, so that score is tried first: if the first member
--- with it is this token, the token is a keeper there. The sent value only
--- picks the path: a keeper found through it has that score, so the
--- position is the same function of the closed set either way. Scores go to
--- Redis as the strings they came in (the sent digits, ZSCORE's reply): a
--- Lua number argument costs a conversion on every call. No LIMIT: a score
--- is normally carried by one member (more only after a backward step), and
+-- carrying it is this member, the member is a keeper there. The sent value
+-- only picks the path: a keeper found through it carries that position, so
+-- the position is the same function of the closed set either way. The
+-- bounds go to Redis as strings built from the sent digits: a Lua number
+-- argument costs a conversion on every call. No LIMIT: a position is
+-- normally carried by one member (more only after a backward step), and
 -- LIMIT's arguments cost more than the members they would leave out.
 local hint = nil
 if ARGV[6] and string.find(ARGV[6], '^%d+$') then
   hint = tonumber(ARGV[6])
   if hint < size then
-    local first = redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[6], ARGV[6])
-    if first[1] == member then
+    local first, score = keeper_of(KEYS[2], ARGV[6])
+    if first == member then
       position = hint
+      entry = tonumber(score)
     end
   end
 end
@@ -142,12 +184,11 @@ end
 if position < 0 and size > 0 then
   local raw = redis.call('ZSCORE', KEYS[2], member)
   if raw then
-    local carried = tonumber(raw)
-    local whole = carried >= 0 and carried < size and carried == math.floor(carried)
-    if whole and carried ~= hint then
-      local first = redis.call('ZRANGEBYSCORE', KEYS[2], raw, raw)
-      if first[1] == member then
-        position = carried
+    entry = tonumber(raw)
+    local p = carried(entry, size)
+    if p and p ~= hint then
+      if keeper_of(KEYS[2], p) == member then
+        position = p
       end
     end
     if position < 0 then
@@ -155,34 +196,118 @@ if position < 0 and size > 0 then
     end
   end
 end
-local score
+-- The score carried into k, as a number and as the string Redis is sent
+-- (the sent digits, or a constant: no conversion in the common case).
+local score, text
 if position >= 0 then
   score = position
   if position == hint then
-    -- The same number, as the sent digits (no conversion).
-    score = ARGV[6]
+    text = ARGV[6]
+  else
+    text = string.format('%d', position)
   end
 else
   local sent = tonumber(ARGV[6])
   if sent and sent >= 0 and sent < 4294967296 then
     score = 4294967296 + math.floor(sent) + 0.5
   else
-    -- 2^53 as Redis would print it: a string costs no conversion.
-    score = '9007199254740992'
+    score = 1099511627776
+  end
+  text = score
+end
+-- The registration overwrites its reservation (score + 0.25) with the
+-- score itself; a repeat writes the same score again, which changes
+-- nothing. Only the write that creates a set sets its TTL and renews the
+-- rules record: both then last from (k-1)L or later (a reservation in k-1
+-- creates the set of k) for the TTL (5L), past every read of the set (as
+-- k-1 in k+1 and as k-2 in k+2, before (k+3)L) and every lease granted in
+-- k (each ends by (k+2)L); a set's members leave it only all together
+-- (expiry, or ZREM of the last, which deletes the key, so the next ZADD
+-- creates it again). A write costs Redis more than a read, so a ZADD that
+-- adds a member reads ZCARD instead of writing two TTLs. A set whose only
+-- member is the one just added did not exist before: Redis keeps no empty
+-- sorted set.
+local function created(key, added)
+  if added == 1 and redis.call('ZCARD', key) == 1 then
+    redis.call('PEXPIRE', key, ARGV[2])
+    refresh_rules()
   end
 end
--- Only the registration that creates the set of k sets its TTL and renews
--- the rules record: both then last from kL or later for 3L, past every
--- lease granted in k (each ends by (k+2)L), and a set's members leave it
--- only all together (expiry, or ZREM of the last, which deletes the key,
--- so the next ZADD creates it again). A write costs Redis more than a
--- read, so the other n-1 registrations of an interval read ZCARD instead
--- of writing two TTLs, and a repeat (ZADD NX adds nothing) does neither. A
--- set whose only member is the one just added did not exist before: Redis
--- keeps no empty sorted set.
-if redis.call('ZADD', KEYS[1], 'NX', score, member) == 1
-    and redis.call('ZCARD', KEYS[1]) == 1 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  refresh_rules()
+created(KEYS[1], redis.call('ZADD', KEYS[1], text, member))
+-- The reservation (rule 19): the member stays in the set of k+1 with the
+-- score it carries into k, marked (+0.25) as a reservation, unless it is
+-- there already (its own registration in k+1 after a backward step, or an
+-- earlier registration in k). A member that misses k+1 is still counted
+-- in closed k+1 at its position: nobody fills its hole and nobody moves.
+local reservation
+if type(text) == 'string' and string.find(text, '^%d+$') then
+  reservation = text .. '.25'
+else
+  reservation = score + 0.25
 end
-return {status, k, sec, usec, position, size}
+created(KEYS[6], redis.call('ZADD', KEYS[6], 'NX', reservation, member))
+local registered = -1
+local pos2, size2 = -1, -1
+local inherited = {}
+if position >= 0 then
+  if reserved(entry) then
+    registered = 0
+  else
+    registered = 1
+  end
+  -- The member's position in closed k-2, when its previous reply did not
+  -- tell it (a lost reply, a missed registration): a keeper's only.
+  local own2 = tonumber(ARGV[8])
+  local m = tonumber(ARGV[9])
+  if not (own2 and own2 >= 0 and m and m > own2) then
+    own2, m = nil, nil
+    size2 = redis.call('ZCARD', KEYS[7])
+    local raw = redis.call('ZSCORE', KEYS[7], member)
+    if raw then
+      local p = carried(tonumber(raw), size2)
+      if p and keeper_of(KEYS[7], p) == member then
+        pos2 = p
+        own2 = p
+      end
+    end
+    m = size2
+  end
+  -- Inheritance (rule 19), under jump hash: a position q of closed k-2
+  -- whose keeper is not in the set of k-1 registered neither in k-2 (it
+  -- would have reserved its place in k-1) nor in k-1, so it holds no
+  -- lease from k-1 or later. Of the positions of k-2, jump hash moves to
+  -- this member's position i in k-1 only tasks of i itself and of the
+  -- positions at or beyond the size of k-1: those are the candidates
+  -- (at most 8; leaving one out only grants less). Nothing to look for in
+  -- a settled group (i is its own position in k-2 and no size shrank).
+  local consistent = string.sub(ARGV[4], -11) == ':consistent'
+  if consistent and (own2 ~= position or size < m) then
+    if size2 < 0 then
+      size2 = redis.call('ZCARD', KEYS[7])
+    end
+    local candidates = {}
+    if own2 ~= position then
+      candidates[1] = position
+    end
+    local q = size
+    while q < m and #candidates < 8 do
+      if q ~= own2 then
+        candidates[#candidates + 1] = q
+      end
+      q = q + 1
+    end
+    for _, c in ipairs(candidates) do
+      if c < size2 then
+        local holder = keeper_of(KEYS[7], c)
+        if holder and holder ~= member and not redis.call('ZSCORE', KEYS[2], holder) then
+          inherited[#inherited + 1] = c
+        end
+      end
+    end
+  end
+end
+local reply = {status, k, sec, usec, position, size, registered, pos2, size2}
+for _, c in ipairs(inherited) do
+  reply[#reply + 1] = c
+end
+return reply

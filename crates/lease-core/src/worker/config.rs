@@ -57,7 +57,13 @@ impl Config {
             l,
             g: (o.gap * lf).round() as i64,
             spread: (o.effective_spread() * lf).round() as i64,
-            ttl_ms: interval_ms.saturating_mul(3),
+            // Ranked sets live from (k-1)L (a reservation creates the set of
+            // k) until read as k-2 during k+2 (rule 19): 4L, and one more
+            // for margin; Arrival's counters are read in k+1 only.
+            ttl_ms: interval_ms.saturating_mul(match o.mode() {
+                Mode::Arrival => 3,
+                Mode::Ranked => 5,
+            }),
             mapping: o.mapping(),
             handover: o.handover(),
             rules_record: rules.encode(),

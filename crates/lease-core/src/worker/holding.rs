@@ -15,6 +15,7 @@ use crate::options::{Mode, NegativeControl};
 use crate::part::{Part, maximal};
 
 use super::config::Config;
+use super::memory::Certified;
 
 /// One part held, with its drain (rule 14).
 #[derive(Clone, Debug)]
@@ -33,11 +34,12 @@ impl HeldPart {
     }
 }
 
-/// What a certified reply says (rules 5, 13 and 17).
+/// What a certified reply says (rules 5, 13, 17 and 19).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Certificate {
-    /// The part the reply certifies, if any.
-    pub(super) part: Option<Part>,
+    /// The parts the reply certifies (none, one, or more with inherited
+    /// positions, rule 19).
+    pub(super) parts: Certified,
     /// The interval of the registration.
     pub(super) interval: u64,
     /// Its lease deadline (rule 6), local microseconds.
@@ -101,12 +103,13 @@ impl Holding {
         self.parts.iter().map(HeldPart::end).max()
     }
 
-    /// Rules 5 and 13 with rule 14 per part: the reply grants the certified
-    /// part until `deadline`, or renews it if it is held (parts with one
-    /// canonical form hold the same tasks); every other part is kept until
-    /// its deadline minus the drain budget, or ends now under Arrival, which
-    /// releases at the reply. Rule 17: a reply that executed too early
-    /// grants and renews nothing, and leaves the part it certified alone.
+    /// Rules 5, 13 and 19 with rule 14 per part: the reply grants each
+    /// certified part until `deadline`, or renews it if it is held (parts
+    /// with one canonical form hold the same tasks); every other part is
+    /// kept until its deadline minus the drain budget, or ends now under
+    /// Arrival, which releases at the reply. Rule 17: a reply that executed
+    /// too early grants and renews nothing, and leaves the parts it
+    /// certified alone.
     pub(super) fn on_certified(
         &mut self,
         cfg: &Config,
@@ -114,7 +117,10 @@ impl Holding {
         c: Certificate,
         events: &mut VecDeque<Event>,
     ) {
-        let certified = c.part.map(|p| p.canonical(cfg.mapping));
+        let mut certified = Certified::default();
+        for part in c.parts.iter() {
+            certified.push(part.canonical(cfg.mapping));
+        }
         // A new part only while its drain end is ahead: one handed out later
         // would leave the loop less than the drain budget if the next reply
         // does not renew it.
@@ -123,29 +129,36 @@ impl Holding {
         } else {
             c.deadline.saturating_sub(cfg.drain_budget)
         };
-        let mut new_part = None;
-        if let Some(part) = certified.filter(|_| !c.early) {
-            match self.parts.iter_mut().find(|p| p.lease.part() == part) {
-                Some(held) if now < c.deadline => {
-                    held.lease.renew(c.deadline, c.interval);
-                    held.drain_until = None;
-                    self.interval = c.interval;
+        let mut new_parts = Certified::default();
+        if !c.early {
+            for part in certified.iter() {
+                match self.parts.iter_mut().find(|p| p.lease.part() == part) {
+                    Some(held) if now < c.deadline => {
+                        held.lease.renew(c.deadline, c.interval);
+                        held.drain_until = None;
+                        self.interval = c.interval;
+                    }
+                    Some(_) => {}
+                    None if now < drain_end && !new_parts.contains(part) => {
+                        new_parts.push(part);
+                    }
+                    None => {}
                 }
-                Some(_) => {}
-                None if now < drain_end => new_part = Some(part),
-                None => {}
             }
         }
         for held in &mut self.parts {
-            if Some(held.lease.part()) == certified || held.drain_until.is_some() {
+            if certified.contains(held.lease.part()) || held.drain_until.is_some() {
                 continue;
             }
             held.drain_until = Some(drain_until(cfg, now, &held.lease));
         }
         // A kept part whose drain has already ended goes now, before the new
-        // part is added, so that no value names a part before its grant.
+        // parts are added, so that no value names a part before its grant.
         self.expire(cfg, now, false, events);
-        if let Some(part) = new_part {
+        if new_parts.is_empty() {
+            return;
+        }
+        for part in new_parts.iter() {
             diag::lease_granted(&cfg.name, part.newer());
             let lease = PartLease::new(
                 part,
@@ -159,9 +172,9 @@ impl Holding {
                 lease,
                 drain_until: None,
             });
-            self.interval = c.interval;
-            self.show(cfg, now, IdleReason::HandedOver, events);
         }
+        self.interval = c.interval;
+        self.show(cfg, now, IdleReason::HandedOver, events);
     }
 
     /// Rule 14 for every part held (rule 16: a graceful leave serves what it

@@ -67,7 +67,7 @@ mod tests {
         w.handle_timeout(t0);
         let probe = w.poll_transmit().expect("the probe");
         assert_eq!(probe.keys[3], "{g}:members");
-        assert_eq!(probe.args.len(), 7);
+        assert_eq!(probe.args.len(), 9);
         assert_eq!(probe.args[6], "web-3");
         let id = probe.id;
         // Interval 100 at 100.3 s: the probe named interval 1.
@@ -81,7 +81,8 @@ mod tests {
                 let id = t.id;
                 let k: i64 = t.args[2].parse().unwrap();
                 let us = (k * 1000 + 400) * 1000;
-                w.handle_reply(now, id, &[3, k, us / 1_000_000, us % 1_000_000, 1, 3])
+                let reply = [3, k, us / 1_000_000, us % 1_000_000, 1, 3, 1, -1, -1];
+                w.handle_reply(now, id, &reply)
                     .unwrap();
                 replied = true;
                 break;

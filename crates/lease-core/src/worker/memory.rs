@@ -1,13 +1,14 @@
 //! What earlier answers told the worker, and what a counted reply certifies:
 //! the pair implied by a closed interval (rule 4), agreement (rule 5), the
-//! incremental grant (rule 13), and the server clock's history (rule 10).
+//! incremental grant (rule 13) with what the server says of closed `k-2`
+//! (rule 19), and the server clock's history (rule 10).
 
 use crate::options::{Handover, Mode, NegativeControl};
 #[cfg(test)]
 use crate::ownership::Mapping;
 use crate::ownership::Pair;
 use crate::part::Part;
-use crate::reply::Counted;
+use crate::reply::{Counted, MAX_INHERITED};
 
 use super::config::Config;
 
@@ -50,6 +51,20 @@ impl Memory {
             Mode::Ranked => c.position?,
         };
         Pair::new(position, count)
+    }
+
+    /// `p(k-2)` as the worker knows it before registering in `k`, to send
+    /// (rule 19: the script reads it from closed `k-2` only when the worker
+    /// sends none): what [`Memory::before`] would return, without the
+    /// negative control and without taking anything.
+    pub(super) fn older_for(&self, k: u64) -> Option<Pair> {
+        match self.early {
+            Some((ek, before)) if ek == k => before,
+            _ => self
+                .previous
+                .filter(|(pk, _)| pk + 1 == k)
+                .and_then(|(_, p)| p),
+        }
     }
 
     /// `p(k-2)` for a reply from `k`: implied by the previous processed
@@ -126,31 +141,130 @@ impl ClockHistory {
     }
 }
 
-/// Rules 5 and 13: the part a reply from `k` certifies, given `newer =
-/// p(k-1)` (implied by this reply) and `older = p(k-2)`
-/// ([`Memory::before`]).
-///
-/// - Whole pairs (rule 5): the pair, only when both are implied and equal.
-/// - Task sets (rule 13): `T(p(k-1)) ∩ T(p(k-2))` whenever both are
-///   implied; nothing when the intersection is empty. Load-bearing: the set
-///   is the intersection, never `T(p(k-1))` alone (the negative control
-///   grants that).
-pub(super) fn certified_part(
-    cfg: &Config,
-    newer: Option<Pair>,
-    older: Option<Pair>,
-) -> Option<Part> {
-    let newer = newer?;
-    match cfg.handover {
-        Handover::WholePairs => (Some(newer) == older).then(|| Part::whole(newer)),
-        Handover::TaskSets if cfg.broken(NegativeControl::GrantNewestPairOnly) => {
-            Some(Part::whole(newer))
-        }
-        Handover::TaskSets => {
-            let part = Part::new(newer, older?);
-            (!part.is_empty(cfg.mapping)).then_some(part)
+/// The parts one reply certifies: the worker's own (`T(p(k-1)) ∩
+/// T(p(k-2))`) and one per inherited position (rule 19), without
+/// allocating.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Certified {
+    parts: [Option<Part>; 1 + MAX_INHERITED],
+}
+
+impl Certified {
+    pub(super) fn push(&mut self, part: Part) {
+        if let Some(slot) = self.parts.iter_mut().find(|p| p.is_none()) {
+            *slot = Some(part);
         }
     }
+
+    /// The parts, in the order certified.
+    pub(super) fn iter(&self) -> impl Iterator<Item = Part> + '_ {
+        self.parts.iter().map_while(|p| *p)
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.parts[0].is_none()
+    }
+
+    pub(super) fn contains(&self, part: Part) -> bool {
+        self.iter().any(|p| p == part)
+    }
+
+    /// Keeps the parts only if `keep`.
+    pub(super) fn filter(self, keep: bool) -> Self {
+        if keep { self } else { Self::default() }
+    }
+}
+
+/// What a reply from `k` says of closed `k-2`, beside `p(k-1)`: the
+/// worker's own pair there (from its previous reply, [`Memory::before`],
+/// or from the server when it had none) and the positions it inherits,
+/// with that set's size (rule 19).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct OlderFactor<'a> {
+    pub(super) own: Option<Pair>,
+    pub(super) inherited: &'a [u32],
+    pub(super) count: Option<u32>,
+}
+
+impl<'a> OlderFactor<'a> {
+    /// Rule 19's second factor of a reply `c` from `k`, given what the
+    /// worker's memory says (`before`): its own pair, or the server's when
+    /// it had none; the inherited positions only when the server's size of
+    /// closed `k-2` is the one the worker's own pair has (one version of
+    /// that set: otherwise inherit nothing, which only grants less).
+    pub(super) fn of(
+        cfg: &Config,
+        c: &'a Counted,
+        before: Option<Pair>,
+        last_known: Option<Pair>,
+    ) -> Self {
+        let from_server = || {
+            let older = c.older;
+            older.position.zip(older.count).and_then(|(i, n)| Pair::new(i, n))
+        };
+        let own = if cfg.broken(NegativeControl::SecondFactorFromMemory) {
+            before.or_else(|| {
+                // The last position known, with the size of k-2, without the
+                // server saying the member was there.
+                c.older.count.and_then(|n| Pair::new(last_known?.i(), n))
+            })
+        } else {
+            before.or_else(from_server)
+        };
+        let same_set = own.is_none_or(|p| Some(p.n()) == c.older.count);
+        let inherited = if same_set { c.older.inherited() } else { &[] };
+        Self {
+            own,
+            inherited,
+            count: c.older.count,
+        }
+    }
+}
+
+/// Rules 5, 13 and 19: the parts a reply from `k` certifies, given `newer =
+/// p(k-1)` (implied by this reply) and what it says of closed `k-2`.
+///
+/// - Whole pairs (rule 5): the pair, only when `p(k-2)` is implied and
+///   equal (inheritance adds nothing: a whole pair needs one equal pair).
+/// - Task sets (rule 13): `T(p(k-1)) ∩ T(p(k-2))` whenever both are
+///   implied, and `T(p(k-1)) ∩ T(q, m)` for each position `q` of closed
+///   `k-2` (size `m`) that the worker inherits (rule 19); each part only
+///   when it is not empty. Load-bearing: every part is inside `T(p(k-1))`
+///   and inside a position of closed `k-2` that is the worker's own or
+///   inherited, never `T(p(k-1))` alone (the negative control grants
+///   that).
+pub(super) fn certified_parts(
+    cfg: &Config,
+    newer: Option<Pair>,
+    older: OlderFactor<'_>,
+) -> Certified {
+    let mut certified = Certified::default();
+    let Some(newer) = newer else {
+        return certified;
+    };
+    match cfg.handover {
+        Handover::WholePairs => {
+            if Some(newer) == older.own {
+                certified.push(Part::whole(newer));
+            }
+        }
+        Handover::TaskSets if cfg.broken(NegativeControl::GrantNewestPairOnly) => {
+            certified.push(Part::whole(newer));
+        }
+        Handover::TaskSets => {
+            let inherited = older
+                .count
+                .into_iter()
+                .flat_map(|m| older.inherited.iter().filter_map(move |&q| Pair::new(q, m)));
+            for pair in older.own.into_iter().chain(inherited) {
+                let part = Part::new(newer, pair);
+                if !part.is_empty(cfg.mapping) {
+                    certified.push(part);
+                }
+            }
+        }
+    }
+    certified
 }
 
 #[cfg(test)]
@@ -168,33 +282,91 @@ mod tests {
         Config::new(&o).unwrap()
     }
 
+    fn own(older: Option<Pair>) -> OlderFactor<'static> {
+        OlderFactor {
+            own: older,
+            inherited: &[],
+            count: older.map(|p| p.n()),
+        }
+    }
+
+    fn one(cfg: &Config, newer: Option<Pair>, older: Option<Pair>) -> Option<Part> {
+        let c = certified_parts(cfg, newer, own(older));
+        assert!(c.iter().count() <= 1);
+        c.iter().next()
+    }
+
     #[test]
     fn rule_13_grants_the_intersection_of_two_present_pairs() {
         let cfg = config(Handover::TaskSets);
         let m = cfg.mapping;
         assert_eq!(m, Mapping::Consistent);
         // Equal pairs: rule 5's whole pair.
-        let whole = certified_part(&cfg, pair(1, 3), pair(1, 3)).unwrap();
+        let whole = one(&cfg, pair(1, 3), pair(1, 3)).unwrap();
         assert_eq!(whole.pair(), pair(1, 3));
         // A tail join: T(1,4) ∩ T(1,3), which is T(1,4) under jump hash.
-        let part = certified_part(&cfg, pair(1, 4), pair(1, 3)).unwrap();
+        let part = one(&cfg, pair(1, 4), pair(1, 3)).unwrap();
         assert_eq!(part.describe(), [1, 4, 1, 3]);
         assert!((0..2000).all(|id| part.contains(m, id) == (m.owner(id, 4) == 1)));
         // Either pair absent: nothing.
-        assert_eq!(certified_part(&cfg, None, pair(1, 3)), None);
-        assert_eq!(certified_part(&cfg, pair(1, 3), None), None);
+        assert_eq!(one(&cfg, None, pair(1, 3)), None);
+        assert_eq!(one(&cfg, pair(1, 3), None), None);
         // An empty intersection holds nothing: an id at 1 of 4 was at 1 of 3.
-        assert_eq!(certified_part(&cfg, pair(2, 3), pair(1, 4)), None);
+        assert_eq!(one(&cfg, pair(2, 3), pair(1, 4)), None);
     }
 
     #[test]
     fn rule_5_grants_only_equal_pairs() {
         let cfg = config(Handover::WholePairs);
         assert_eq!(
-            certified_part(&cfg, pair(1, 3), pair(1, 3)).and_then(|p| p.pair()),
+            one(&cfg, pair(1, 3), pair(1, 3)).and_then(|p| p.pair()),
             pair(1, 3)
         );
-        assert_eq!(certified_part(&cfg, pair(1, 4), pair(1, 3)), None);
-        assert_eq!(certified_part(&cfg, pair(1, 3), None), None);
+        assert_eq!(one(&cfg, pair(1, 4), pair(1, 3)), None);
+        assert_eq!(one(&cfg, pair(1, 3), None), None);
+        // Inheritance never makes a whole pair.
+        let inheriting = OlderFactor {
+            own: pair(2, 5),
+            inherited: &[1],
+            count: Some(5),
+        };
+        assert!(certified_parts(&cfg, pair(1, 4), inheriting).is_empty());
+    }
+
+    #[test]
+    fn rule_19_adds_one_part_per_inherited_position_that_meets_the_new_one() {
+        let cfg = config(Handover::TaskSets);
+        let m = cfg.mapping;
+        // Worker 4 of 5 fills the hole of 1 (crashed) in a group of 4: its
+        // own part T(1,4) ∩ T(4,5) and the inherited T(1,4) ∩ T(1,5), which
+        // together are all of T(1,4).
+        let older = OlderFactor {
+            own: pair(4, 5),
+            inherited: &[1],
+            count: Some(5),
+        };
+        let c = certified_parts(&cfg, pair(1, 4), older);
+        let parts: Vec<Part> = c.iter().collect();
+        assert_eq!(parts.len(), 2);
+        assert!((0..4000).all(|id| {
+            parts.iter().any(|p| p.contains(m, id)) == (m.owner(id, 4) == 1)
+        }));
+        // An inherited position whose tasks never reach this one adds
+        // nothing: under jump hash T(0,4) meets T(2,5) not at all.
+        let older = OlderFactor {
+            own: pair(0, 5),
+            inherited: &[2],
+            count: Some(5),
+        };
+        assert_eq!(certified_parts(&cfg, pair(0, 4), older).iter().count(), 1);
+        // A newcomer without a position in k-2 is granted the inherited
+        // position alone.
+        let older = OlderFactor {
+            own: None,
+            inherited: &[3],
+            count: Some(5),
+        };
+        let c = certified_parts(&cfg, pair(3, 5), older);
+        assert_eq!(c.iter().map(|p| p.describe()).collect::<Vec<_>>(), [[3, 5, 3, 5]]);
     }
 }

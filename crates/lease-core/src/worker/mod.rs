@@ -39,8 +39,8 @@ use config::Config;
 use holding::{Certificate, Holding};
 pub use identity::{Identity, RequestId};
 use leave::Leaving;
-use memory::{ClockHistory, Memory, certified_part};
-pub use request::Transmit;
+use memory::{ClockHistory, Memory, OlderFactor, certified_parts};
+pub use request::{KEY_COUNT, Transmit};
 use request::{Buffers, Pending, check_interval};
 use schedule::{Schedule, micros};
 
@@ -269,7 +269,7 @@ impl Worker {
         Some(Transmit {
             id,
             script,
-            keys: [&keys[0], &keys[1], &keys[2], &keys[3], &keys[4]],
+            keys: std::array::from_fn(|i| keys[i].as_str()),
             args: &self.buffers.args,
             expires_at: self.clock.instant(give_up_at),
         })
@@ -554,15 +554,18 @@ impl Worker {
         self.refused = None;
         let implied = self.memory.implied(self.cfg.mode, &c);
         let before = self.memory.before(&self.cfg, k);
+        // Rule 19: p(k-2) from the server when the previous reply did not
+        // say it, and the positions of closed k-2 this worker inherits.
+        let older = OlderFactor::of(&self.cfg, &c, before, self.memory.last_pair);
         // Rule 10: after a backward step, only closed intervals newer than
         // every interval seen before it may certify a lease.
         let fresh = self.cfg.broken(NegativeControl::GrantOverReopenedIntervals)
             || self.history.is_fresh(k);
-        let part = certified_part(&self.cfg, implied, before).filter(|_| fresh && holder);
+        let parts = certified_parts(&self.cfg, implied, older).filter(fresh && holder);
         match implied {
-            None => diag::no_pair_implied(&self.cfg.name, before),
-            Some(pair) if part.is_some() => diag::pair_agreed(&self.cfg.name, pair),
-            Some(_) => diag::pair_disagreed(&self.cfg.name, implied, before),
+            None => diag::no_pair_implied(&self.cfg.name, older.own),
+            Some(pair) if !parts.is_empty() => diag::pair_agreed(&self.cfg.name, pair),
+            Some(_) => diag::pair_disagreed(&self.cfg.name, implied, older.own),
         }
         if self.cfg.mode == Mode::Arrival {
             self.memory.remember_arrival(&c);
@@ -574,10 +577,14 @@ impl Worker {
             req.sent_at
         };
         let early = self.executed_early(k, server);
+        // Rule 19: certified by a reserved entry (the member did not
+        // register in k-1), the grant ends by (k+1)L.
+        let short =
+            !c.registered && !self.cfg.broken(NegativeControl::FullGrantFromReservation);
         let certificate = Certificate {
-            part,
+            parts,
             interval: k,
-            deadline: self.lease_deadline(anchor, k, server),
+            deadline: self.lease_deadline(anchor, k, server, short),
             early,
         };
         self.holding
@@ -585,7 +592,7 @@ impl Worker {
         self.memory.remember(k, implied, now);
         // Replies to older hedged requests would say nothing new.
         self.pending.retain(|p| p.interval > k);
-        self.schedule_after_counted(now, k, early && part.is_some(), before);
+        self.schedule_after_counted(now, k, early && !parts.is_empty(), older.own);
         diag::registration_completed(
             &self.cfg.name,
             k,
@@ -631,11 +638,13 @@ impl Worker {
     /// Rule 6: the lease from a registration executed in `k` at server time
     /// `server` ends by server time `D`, converted to local time from the
     /// instant the request was *sent*, with a drift margin. A late reply or a
-    /// stall only shortens it.
-    fn lease_deadline(&self, sent_at: i64, k: u64, server: i64) -> i64 {
+    /// stall only shortens it. Rule 19: a `short` one (certified by a
+    /// reserved entry) ends by `(k+1)L` instead of `(k+2)L`.
+    fn lease_deadline(&self, sent_at: i64, k: u64, server: i64, short: bool) -> i64 {
         let end_of_next = (k as i64 + 2) * self.cfg.l;
         let d = match self.cfg.mode {
             Mode::Arrival => (self.fire_server(k + 1) + self.cfg.g).min(end_of_next),
+            Mode::Ranked if short => end_of_next - self.cfg.l,
             Mode::Ranked => end_of_next,
         };
         let budget = ((d - server).max(0) as f64 * (1.0 - RHO)).floor() as i64;

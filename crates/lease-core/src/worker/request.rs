@@ -32,7 +32,10 @@ pub(super) struct Pending {
     pub(super) give_up_at: i64,
 }
 
-/// A request to send now: `EVALSHA script.sha1() 5 keys[0] .. keys[4]
+/// How many keys every request declares ([`Transmit::keys`]).
+pub const KEY_COUNT: usize = 7;
+
+/// A request to send now: `EVALSHA script.sha1() 7 keys[0] .. keys[6]
 /// args..` (or `EVAL script.source() ..` after `NOSCRIPT`).
 #[derive(Debug)]
 pub struct Transmit<'a> {
@@ -42,12 +45,14 @@ pub struct Transmit<'a> {
     pub script: &'static Script,
     /// `KEYS`. A registration for interval `k`: `k`, `k-1`, the group's
     /// rules record, the group's member record (rule 18; only a
-    /// registration under a member name touches it) and the filler cache
-    /// of `k-1` (rule 15; only a filler touches it). A leave naming `c`:
-    /// `c`, `c+1`, the rules record and the filler caches of `c` and `c+1`
-    /// (the one of the set it removes from is deleted). Every request
-    /// declares five keys, so that the key count is fixed.
-    pub keys: [&'a str; 5],
+    /// registration under a member name touches it), the filler cache of
+    /// `k-1` (rule 15; only a filler touches it), `k+1` (the reservation,
+    /// rule 19) and `k-2` (read by a returnee and for inheritance, rule
+    /// 19). A leave naming `c`: `c`, `c+1`, the rules record, `c+2` and the
+    /// filler caches of `c`, `c+1` and `c+2` (the one of the set it removes
+    /// from is deleted). Every request declares [`KEY_COUNT`] keys, so that
+    /// the key count is fixed (`Arrival` reads only the first three).
+    pub keys: [&'a str; KEY_COUNT],
     /// `ARGV`.
     pub args: &'a [String],
     /// After this instant the reply is of no use: the driver may abandon the
@@ -60,40 +65,47 @@ pub struct Transmit<'a> {
 /// that a registration allocates nothing in steady state.
 #[derive(Debug)]
 pub(super) struct Buffers {
-    pub(super) keys: [String; 5],
+    pub(super) keys: [String; KEY_COUNT],
     pub(super) args: Vec<String>,
 }
 
 impl Buffers {
     pub(super) fn new(cfg: &Config) -> Self {
-        let mut keys: [String; 5] = std::array::from_fn(|_| String::with_capacity(64));
+        let mut keys: [String; KEY_COUNT] = std::array::from_fn(|_| String::with_capacity(64));
         crate::script::write_rules_key(&mut keys[2], &cfg.prefix, &cfg.name);
         Self {
             keys,
-            args: vec![String::with_capacity(40); 6],
+            args: vec![String::with_capacity(40); 9],
         }
     }
 
     /// A registration for interval `k` (rule 2): `KEYS = [k, k-1, rules,
-    /// members, fillers of k-1]`, `ARGV = [L, ttl, k, rules, identity, last position,
-    /// member]` (identity and position under Ranked counting, the member
-    /// name only for a worker that has one, rule 18). A returning worker
-    /// sends its last known position (rule 15), a newcomer -1.
+    /// members, fillers of k-1, k+1, k-2]`, `ARGV = [L, ttl, k, rules,
+    /// identity, last position, member, older position, older size]`
+    /// (Arrival sends the first four). A returning worker sends its last
+    /// known position (rule 15), a newcomer -1; the member name is empty
+    /// for a worker without one (rule 18); `older` is the worker's pair in
+    /// closed `k-2` when its previous reply (from `k-1`) told it, else -1
+    /// twice, and the script then reads it (rule 19).
     pub(super) fn registration(
         &mut self,
         cfg: &Config,
         k: u64,
         identity: Identity,
         last: Option<u32>,
+        older: Option<crate::Pair>,
     ) {
         write_key(&mut self.keys[0], &cfg.prefix, &cfg.name, k);
         let closed = k.saturating_sub(1);
         write_key(&mut self.keys[1], &cfg.prefix, &cfg.name, closed);
         crate::script::write_members_key(&mut self.keys[3], &cfg.prefix, &cfg.name);
         write_fillers_key(&mut self.keys[4], &cfg.prefix, &cfg.name, closed);
+        write_key(&mut self.keys[5], &cfg.prefix, &cfg.name, k.saturating_add(1));
+        write_key(&mut self.keys[6], &cfg.prefix, &cfg.name, k.saturating_sub(2));
         let last = last.map_or(-1, i64::from);
         let member = cfg.member.as_ref().map_or("", crate::Member::as_str);
-        let values: [&dyn Display; 7] = [
+        let (older_i, older_n) = older.map_or((-1, -1), |p| (i64::from(p.i()), i64::from(p.n())));
+        let values: [&dyn Display; 9] = [
             &cfg.interval_ms,
             &cfg.ttl_ms,
             &k,
@@ -101,22 +113,26 @@ impl Buffers {
             &identity,
             &last,
             &member,
+            &older_i,
+            &older_n,
         ];
         let count = match cfg.mode {
             crate::Mode::Arrival => 4,
-            crate::Mode::Ranked if cfg.member.is_some() => 7,
-            crate::Mode::Ranked => 6,
+            crate::Mode::Ranked => 9,
         };
         self.fill(&values[..count]);
     }
 
-    /// A leave request (rule 16): `KEYS = [c, c+1, rules, fillers of c,
-    /// fillers of c+1]`, `ARGV = [L, c, rules, identity]`.
+    /// A leave request (rules 16 and 19): `KEYS = [c, c+1, rules, c+2,
+    /// fillers of c, fillers of c+1, fillers of c+2]`, `ARGV = [L, c,
+    /// rules, identity]`.
     pub(super) fn leave(&mut self, cfg: &Config, c: u64, identity: Identity) {
         write_key(&mut self.keys[0], &cfg.prefix, &cfg.name, c);
         write_key(&mut self.keys[1], &cfg.prefix, &cfg.name, c + 1);
-        write_fillers_key(&mut self.keys[3], &cfg.prefix, &cfg.name, c);
-        write_fillers_key(&mut self.keys[4], &cfg.prefix, &cfg.name, c + 1);
+        write_key(&mut self.keys[3], &cfg.prefix, &cfg.name, c + 2);
+        write_fillers_key(&mut self.keys[4], &cfg.prefix, &cfg.name, c);
+        write_fillers_key(&mut self.keys[5], &cfg.prefix, &cfg.name, c + 1);
+        write_fillers_key(&mut self.keys[6], &cfg.prefix, &cfg.name, c + 2);
         let values: [&dyn Display; 4] = [&cfg.interval_ms, &c, &cfg.rules_record, &identity];
         self.fill(&values);
     }

@@ -201,8 +201,9 @@ impl Worker {
         let id = self.next_request_id();
         let (timeout_at, give_up_at) = self.request_timeout(now, interval);
         let last = self.memory.last_pair.map(|p| p.i());
+        let older = self.memory.older_for(interval);
         self.buffers
-            .registration(&self.cfg, interval, self.identity, last);
+            .registration(&self.cfg, interval, self.identity, last, older);
         self.pending.push(Pending {
             id,
             sent_at: now,

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Entry, PositionSabotage, SimStore, Value, hole_filled, keeps};
+use super::{Entry, PositionSabotage, SimStore, Value, first_carrying, hole_filled, keeps};
 
 /// The cache's field that holds the size of the set it was computed from.
 const SIZE_FIELD: &str = "#";
@@ -99,8 +99,7 @@ impl SimStore {
 /// as its position ([`keeps`]).
 fn is_keeper(set: &[(f64, String)], rank: usize, sabotage: PositionSabotage) -> bool {
     let score = set[rank].0;
-    let first = set.partition_point(|(sc, _)| *sc < score) == rank;
-    keeps(score, set.len(), first, sabotage)
+    keeps(score, set.len(), first_carrying(set, rank, score), sabotage)
 }
 
 /// Every filler of `set` with its position. Without a sabotage in one pass
@@ -117,7 +116,8 @@ fn filler_table(set: &[(f64, String)], sabotage: PositionSabotage) -> BTreeMap<S
     let mut kept = vec![false; set.len()];
     for r in 0..set.len() {
         if is_keeper(set, r, sabotage) {
-            kept[set[r].0 as usize] = true;
+            // A keeper's score carries its position (`p` or `p + 0.25`).
+            kept[set[r].0.floor() as usize] = true;
         }
     }
     let mut free = (0..set.len()).filter(|&p| !kept[p]);

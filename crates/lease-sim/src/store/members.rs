@@ -48,7 +48,8 @@ impl SimStore {
         now_us: i64,
         ttl_ms: i64,
     ) -> Result<(i64, String), StoreError> {
-        match args.get(6) {
+        // `if ARGV[7] and ARGV[7] ~= ''`: an empty name is no name.
+        match args.get(6).filter(|name| !name.is_empty()) {
             Some(name) => Ok((
                 self.member_status(key, name, token, k, now_us, ttl_ms)?,
                 format!("m:{name}"),

@@ -82,6 +82,33 @@ impl ZSet {
         true
     }
 
+    /// `ZADD` (without `NX`): adds `member` with `score`, or gives a member
+    /// already there that score; returns whether it added.
+    pub(super) fn add(&mut self, score: f64, member: &str) -> bool {
+        let added = match self.scores.insert(member.to_owned(), score) {
+            Some(old) if Score(old) == Score(score) => return false,
+            Some(old) => {
+                self.order.remove(&(Score(old), member.to_owned()));
+                false
+            }
+            None => true,
+        };
+        self.order.insert((Score(score), member.to_owned()));
+        self.fillers = None;
+        added
+    }
+
+    /// The first member, in Redis order, whose score carries position `p`
+    /// (`p` or `p + 0.25`, rule 15): the first one `ZRANGEBYSCORE p p.25`
+    /// lists, with its score.
+    pub(super) fn first_carrying(&self, p: f64) -> Option<(f64, &str)> {
+        self.order
+            .range((Score(p), String::new())..)
+            .next()
+            .filter(|(s, _)| s.0 <= p + super::RESERVED)
+            .map(|(s, m)| (s.0, m.as_str()))
+    }
+
     /// `ZREM`: removes `member`; returns whether it was there.
     pub(super) fn remove(&mut self, member: &str) -> bool {
         let Some(score) = self.scores.remove(member) else {
@@ -116,16 +143,6 @@ impl ZSet {
         }
     }
 
-    /// Whether `member`, with score `score`, is the first member of the set
-    /// with that score in Redis order: the one `ZRANGEBYSCORE p p` lists
-    /// first.
-    pub(super) fn first_with_its_score(&self, score: f64, member: &str) -> bool {
-        self.order
-            .range(..(Score(score), member.to_owned()))
-            .next_back()
-            .is_none_or(|(s, _)| s.0 < score)
-    }
-
     /// Every filler's position under `sabotage`, by `table` from the pairs
     /// in Redis order: computed once per state of the set and sabotage.
     pub(super) fn fillers(
@@ -158,12 +175,28 @@ mod tests {
         let got: Vec<(f64, &str)> = z.iter().collect();
         assert_eq!(got, [(1.0, "z"), (2.0, "a"), (2.0, "b")]);
         assert_eq!(z.score("b"), Some(2.0));
-        assert!(z.first_with_its_score(2.0, "a"));
-        assert!(!z.first_with_its_score(2.0, "b"));
-        assert!(z.first_with_its_score(1.0, "z"));
+        assert_eq!(z.first_carrying(2.0), Some((2.0, "a")));
+        assert_eq!(z.first_carrying(1.0), Some((1.0, "z")));
+        assert_eq!(z.first_carrying(0.0), None);
         assert!(z.remove("a"));
         assert!(!z.remove("a"));
-        assert!(z.first_with_its_score(2.0, "b"));
+        assert_eq!(z.first_carrying(2.0), Some((2.0, "b")));
+        assert_eq!(z.len(), 2);
+    }
+
+    #[test]
+    fn a_reservation_carries_its_position_after_a_registration_of_it() {
+        let mut z = ZSet::default();
+        assert!(z.add_nx(3.25, "r"));
+        assert_eq!(z.first_carrying(3.0), Some((3.25, "r")));
+        assert!(z.add(3.0, "s"));
+        assert_eq!(z.first_carrying(3.0), Some((3.0, "s")), "3 sorts before 3.25");
+        // A registration overwrites its own reservation: not an addition.
+        assert!(!z.add(3.0, "r"));
+        assert_eq!(z.score("r"), Some(3.0));
+        assert!(!z.add(3.0, "r"), "a repeat changes nothing");
+        assert_eq!(z.first_carrying(3.0), Some((3.0, "r")), "ties by member");
+        assert_eq!(z.first_carrying(4.0), None);
         assert_eq!(z.len(), 2);
     }
 

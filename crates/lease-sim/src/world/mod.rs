@@ -41,7 +41,7 @@ struct Request {
     id: RequestId,
     /// The leave script (rule 16) rather than a registration.
     leave: bool,
-    keys: [String; 5],
+    keys: [String; lease_core::KEY_COUNT],
     args: Vec<String>,
     /// A duplicate delivery: executed, but its reply goes nowhere.
     echo: bool,
@@ -602,9 +602,9 @@ impl Sim {
         let now = self.server_now();
         let result = if req.leave {
             self.stats.leaves += 1;
-            self.store.execute_leave_with_caches(now, keys, &req.args)
+            self.store.execute_leave(now, &keys, &req.args)
         } else {
-            self.store.execute_with_caches(mode, now, keys, &req.args)
+            self.store.execute(mode, now, &keys, &req.args)
         }
         .map_err(|e| e.to_string());
         if req.echo {
