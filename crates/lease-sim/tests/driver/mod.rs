@@ -324,7 +324,7 @@ struct Arrival {
     leave: bool,
     sent: u64,
     named: u64,
-    keys: [String; 5],
+    keys: [String; lease_core::KEY_COUNT],
     args: Vec<String>,
     replies: Vec<ReplyAt>,
 }
@@ -670,12 +670,10 @@ impl<N: Net> Driver<N> {
                 let server = self.server_now();
                 let keys_ref = keys.each_ref().map(String::as_str);
                 let values = if leave {
-                    self.store
-                        .execute_leave_with_caches(server, keys_ref, &args)
+                    self.store.execute_leave(server, &keys_ref, &args)
                 } else {
                     let mode = self.procs[worker].options.mode();
-                    self.store
-                        .execute_with_caches(mode, server, keys_ref, &args)
+                    self.store.execute(mode, server, &keys_ref, &args)
                 }
                 .expect("the store runs every script the core sends");
                 self.execs.push(Exec {
@@ -838,7 +836,7 @@ impl<N: Net> Driver<N> {
         w: usize,
         id: RequestId,
         leave: bool,
-        keys: [String; 5],
+        keys: [String; lease_core::KEY_COUNT],
         args: Vec<String>,
         expires_at: Instant,
     ) {
