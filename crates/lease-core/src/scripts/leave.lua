@@ -14,14 +14,19 @@
 --     caller may retry once with the server time);
 --   {1, k, sec, usec, removed} otherwise (removed: 1 if the token was
 --     taken out of a set, else 0).
--- Which set (rule 19): a registration in x reserves its member's place in
--- the set of x+1. So when the token is in the set of x+1, it registered in
--- x: it stays counted in x (it may hold a lease from x, and a member
--- absent from x would let others inherit its position of x-1 while that
--- lease lives), and only the reservation goes: the survivors stop counting
--- it in x+1. Otherwise it has not registered in x, its entry in x is at
--- most a reservation from x-1, and that goes: its leases come from x-1 or
--- earlier and end by (x+1)L, before anyone's grant from x+1 begins.
+-- Which set (rule 19): a registration in x overwrites its member's
+-- reservation in the set of x (score + 0.25) with the score itself, and
+-- reserves its place in the set of x+1. So when the token's score in x is a
+-- registration's, it registered in x: it stays counted in x (it may hold a
+-- lease from x, and a member absent from x would let others inherit its
+-- position of x-1 while that lease lives), and only its reservation in x+1
+-- goes: the survivors stop counting it in x+1. When its score in x is a
+-- reservation's, it has not registered in x, and that entry goes: its
+-- leases come from x-1 or earlier and end by (x+1)L, before anyone's
+-- grant from x+1 begins. Deciding from the entry in x, not from the
+-- reservation in x+1, makes a repeat of the request (a retry) change
+-- nothing more: the first one took the reservation out of x+1, and the
+-- entry in x still says the token registered there.
 -- Either way the only set written is x or x+1, never a closed one,
 -- whatever the caller named or however long the request was delayed.
 -- When a removal takes the token out, the set's filler cache goes too
@@ -51,12 +56,17 @@ elseif k == c + 1 then
 else
   return {0, k, sec, usec}
 end
-local from = open
-if redis.call('ZSCORE', KEYS[set[open + 1]], ARGV[4]) then
-  from = open + 1
-end
-local removed = redis.call('ZREM', KEYS[set[from]], ARGV[4])
-if removed == 1 then
-  redis.call('DEL', KEYS[from + 4])
+local score = redis.call('ZSCORE', KEYS[set[open]], ARGV[4])
+local removed = 0
+if score then
+  local frac = tonumber(score) % 1
+  local from = open + 1
+  if frac == 0.25 or frac == 0.75 then
+    from = open
+  end
+  removed = redis.call('ZREM', KEYS[set[from]], ARGV[4])
+  if removed == 1 then
+    redis.call('DEL', KEYS[from + 4])
+  end
 end
 return {1, k, sec, usec, removed}

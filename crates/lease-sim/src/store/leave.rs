@@ -1,7 +1,7 @@
 //! The leave script in the simulated store: `leave.lua` (rules 16 and 19),
 //! step for step, and its deliberately wrong variants (negative controls).
 
-use super::{SimStore, StoreError, Value, lua_number};
+use super::{SimStore, StoreError, Value, is_reserved, lua_number};
 
 /// **Test only: breaks exclusivity.** A wrong leave script, for the
 /// negative controls of rules 16 and 19 (docs/protocol.md).
@@ -39,10 +39,11 @@ impl SimStore {
     /// keys and arguments of a [`lease_core::Transmit`] of
     /// [`lease_core::Script::leave`]: `KEYS = [c, c+1, rules, c+2, fillers
     /// of c, c+1, c+2]`, `ARGV = [L, c, rules, token]`. The open interval
-    /// `x` (from the server time) is `c` or `c+1`; if the token is in the
-    /// set of `x+1` (it registered in `x` and reserved its place there) it
-    /// leaves that set, otherwise the set of `x`; the filler cache of the
-    /// set it left goes too.
+    /// `x` (from the server time) is `c` or `c+1`; if the token's score in
+    /// the set of `x` is a registration's (it registered in `x` and
+    /// reserved its place in `x+1`) it leaves the set of `x+1`, if it is a
+    /// reservation's it leaves the set of `x`; the filler cache of the set
+    /// it left goes too.
     pub fn execute_leave(
         &mut self,
         now_us: i64,
@@ -91,24 +92,15 @@ impl SimStore {
         let targets: Vec<String> = match (self.leave_sabotage, open) {
             (Some(LeaveSabotage::ClientNamed), _) => vec![sets[0].to_owned()],
             (_, None) => unreachable!("answered above"),
-            (None, Some(x)) => {
-                let from = if self.has_member(sets[x + 1], token, now_us)? {
-                    x + 1
-                } else {
-                    x
-                };
-                vec![sets[from].to_owned()]
-            }
+            (None, Some(x)) => self.leave_from(sets, x, token, now_us)?.into_iter().collect(),
             (Some(LeaveSabotage::OpenAndNext), Some(x)) => {
                 vec![sets[x].to_owned(), sets[x + 1].to_owned()]
             }
             (Some(LeaveSabotage::AlsoClosed), Some(x)) => {
-                let from = if self.has_member(sets[x + 1], token, now_us)? {
-                    x + 1
-                } else {
-                    x
-                };
-                vec![sets[from].to_owned(), before(sets[x])]
+                let mut targets: Vec<String> =
+                    self.leave_from(sets, x, token, now_us)?.into_iter().collect();
+                targets.push(before(sets[x]));
+                targets
             }
             (Some(LeaveSabotage::InsteadClosed), Some(x)) => vec![before(sets[x])],
         };
@@ -140,14 +132,27 @@ impl SimStore {
         Ok(vec![1, k, sec, usec, removed])
     }
 
-    /// `ZSCORE key member` is not nil.
-    fn has_member(&mut self, key: &str, member: &str, now_us: i64) -> Result<bool, StoreError> {
-        self.expire(key, now_us);
-        match self.keys.get(key).map(|e| &e.value) {
-            None => Ok(false),
-            Some(Value::Set(set)) => Ok(set.score(member).is_some()),
-            Some(_) => Err(StoreError::WrongType),
-        }
+    /// The set the leave takes `token` out of, the open interval being
+    /// `sets[x]` (rule 19): the next one (its reservation) when its score in
+    /// the open set is a registration's, the open one when it is a
+    /// reservation's, none when it is not there.
+    fn leave_from(
+        &mut self,
+        sets: [&str; 3],
+        x: usize,
+        token: &str,
+        now_us: i64,
+    ) -> Result<Option<String>, StoreError> {
+        self.expire(sets[x], now_us);
+        let score = match self.keys.get(sets[x]).map(|e| &e.value) {
+            None => None,
+            Some(Value::Set(set)) => set.score(token),
+            Some(_) => return Err(StoreError::WrongType),
+        };
+        Ok(score.map(|score| {
+            let from = if is_reserved(score) { x } else { x + 1 };
+            sets[from].to_owned()
+        }))
     }
 }
 
