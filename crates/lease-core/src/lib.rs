@@ -68,7 +68,9 @@ pub use options::{
 };
 pub use ownership::{Mapping, Pair};
 pub use part::{Part, TaskDelta};
-pub use reply::{Counted, MAX_INHERITED, MAX_SERVER_SECONDS, Older, Reply, ReplyError, ServerMicros};
+pub use reply::{
+    Counted, MAX_INHERITED, MAX_SERVER_SECONDS, Older, Reply, ReplyError, ServerMicros,
+};
 pub use rules::{GroupRules, Refusal};
 pub use script::{Script, fillers_key, interval_key, members_key, rules_key};
 pub use server::{ServerInfo, ServerKind, UnsupportedServer, Version, check_server};

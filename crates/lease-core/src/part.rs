@@ -168,6 +168,30 @@ pub(crate) fn maximal(parts: impl IntoIterator<Item = Part>, mapping: Mapping) -
     keep
 }
 
+/// Whether the parts `T(newer) ∩ T(q, m)`, `q` in `older`, make all of
+/// `T(newer)` under `mapping`: under jump hash exactly when `older` has
+/// every position of size `m` whose tasks meet `T(newer)` ([`Part::is_empty`]:
+/// `i` itself and those at or beyond `n` when the group shrank, all of them
+/// when `i` is at or beyond `m`). Rule 19: a worker's own part and its
+/// inherited ones are then granted as the whole pair. Under modulo never
+/// (the union of such parts is a whole pair only in cases rule 19 does not
+/// produce).
+pub(crate) fn covers_whole(
+    newer: Pair,
+    m: u32,
+    older: impl Fn(u32) -> bool,
+    mapping: Mapping,
+) -> bool {
+    let (i, n) = (newer.i(), newer.n());
+    match mapping {
+        Mapping::Modulo => false,
+        Mapping::Consistent if i >= m => (0..m).all(older),
+        Mapping::Consistent if n < m => older(i) && (n..m).all(older),
+        // n >= m > i: T(i, n) is inside T(i, m) alone.
+        Mapping::Consistent => older(i),
+    }
+}
+
 /// A set of tasks that changed between two values: the tasks in the union
 /// of `added`'s parts and in none of `minus`'s. Membership is exact; the
 /// set is listed only over a universe the caller supplies
@@ -337,6 +361,37 @@ mod tests {
                 "{mapping:?}"
             );
         }
+    }
+
+    /// Rule 19: a worker's own part and its inherited parts of one pair
+    /// make the whole pair exactly when they cover every older position
+    /// that meets it (checked against the ids).
+    #[test]
+    fn parts_of_one_pair_over_every_meeting_position_cover_the_whole_pair() {
+        let m = Mapping::Consistent;
+        let pair = |i, n| Pair::new(i, n).unwrap();
+        for (n, pn) in [(3, 5), (4, 5), (5, 4), (2, 6), (4, 4), (6, 2)] {
+            for i in 0..n {
+                let meets: Vec<u32> = (0..pn)
+                    .filter(|&q| !part(i, n, q, pn).is_empty(m))
+                    .collect();
+                assert!(covers_whole(pair(i, n), pn, |q| meets.contains(&q), m));
+                let union = |id: u64| meets.iter().any(|&q| part(i, n, q, pn).contains(m, id));
+                assert!((0..20_000).all(|id| union(id) == (m.owner(id, n) == i)));
+                // Leaving any one out: not the whole pair, and some id shows it.
+                for &gone in &meets {
+                    let rest = |q: u32| q != gone && meets.contains(&q);
+                    assert!(
+                        !covers_whole(pair(i, n), pn, rest, m),
+                        "{i}/{n} without {gone}/{pn}"
+                    );
+                    let missing =
+                        (0..20_000).any(|id| m.owner(id, n) == i && m.owner(id, pn) == gone);
+                    assert!(missing);
+                }
+            }
+        }
+        assert!(!covers_whole(pair(1, 4), 5, |_| true, Mapping::Modulo));
     }
 
     #[test]

@@ -522,12 +522,27 @@ mod tests {
             (&[2, 5, -1, -1, -1][..], "registered is -1 only when absent"),
             (&[-1, 5, -1, 1, 5][..], "nothing of k-2 when absent"),
             (&[2, 5, 1, 1, -1][..], "a position in k-2 needs its size"),
-            (&[2, 5, 1, 5, 5][..], "the position in k-2 is below its size"),
-            (&[2, 5, 1, -1, -1, 3][..], "inherited positions need the size"),
-            (&[2, 5, 1, -1, 5, 5][..], "inherited positions are below the size"),
+            (
+                &[2, 5, 1, 5, 5][..],
+                "the position in k-2 is below its size",
+            ),
+            (
+                &[2, 5, 1, -1, -1, 3][..],
+                "inherited positions need the size",
+            ),
+            (
+                &[2, 5, 1, -1, 5, 5][..],
+                "inherited positions are below the size",
+            ),
             (&[2, 5, 1, -1, 5, 3, 3][..], "inherited positions ascend"),
-            (&[2, 5, 1, 3, 5, 3][..], "one's own position is not inherited"),
-            (&[2, 5, 1, -1, 5, -1][..], "inherited positions are positions"),
+            (
+                &[2, 5, 1, 3, 5, 3][..],
+                "one's own position is not inherited",
+            ),
+            (
+                &[2, 5, 1, -1, 5, -1][..],
+                "inherited positions are positions",
+            ),
         ] {
             assert!(
                 matches!(

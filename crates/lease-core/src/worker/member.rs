@@ -82,8 +82,7 @@ mod tests {
                 let k: i64 = t.args[2].parse().unwrap();
                 let us = (k * 1000 + 400) * 1000;
                 let reply = [3, k, us / 1_000_000, us % 1_000_000, 1, 3, 1, -1, -1];
-                w.handle_reply(now, id, &reply)
-                    .unwrap();
+                w.handle_reply(now, id, &reply).unwrap();
                 replied = true;
                 break;
             }

@@ -7,7 +7,7 @@ use crate::options::{Handover, Mode, NegativeControl};
 #[cfg(test)]
 use crate::ownership::Mapping;
 use crate::ownership::Pair;
-use crate::part::Part;
+use crate::part::{Part, covers_whole};
 use crate::reply::{Counted, MAX_INHERITED};
 
 use super::config::Config;
@@ -200,7 +200,10 @@ impl<'a> OlderFactor<'a> {
     ) -> Self {
         let from_server = || {
             let older = c.older;
-            older.position.zip(older.count).and_then(|(i, n)| Pair::new(i, n))
+            older
+                .position
+                .zip(older.count)
+                .and_then(|(i, n)| Pair::new(i, n))
         };
         let own = if cfg.broken(NegativeControl::SecondFactorFromMemory) {
             before.or_else(|| {
@@ -256,7 +259,21 @@ pub(super) fn certified_parts(
                 .count
                 .into_iter()
                 .flat_map(|m| older.inherited.iter().filter_map(move |&q| Pair::new(q, m)));
-            for pair in older.own.into_iter().chain(inherited) {
+            let factors = older.own.into_iter().chain(inherited);
+            // The own part and the inherited ones over every older position
+            // that meets T(p(k-1)) are all of it: one whole part, which the
+            // next agreeing reply renews (rule 11: no value for the same
+            // tasks).
+            let whole = !older.inherited.is_empty()
+                && older.count.is_some_and(|m| {
+                    let has = |q| factors.clone().any(|p| p.i() == q && p.n() == m);
+                    covers_whole(newer, m, has, cfg.mapping)
+                });
+            if whole {
+                certified.push(Part::whole(newer));
+                return certified;
+            }
+            for pair in factors {
                 let part = Part::new(newer, pair);
                 if !part.is_empty(cfg.mapping) {
                     certified.push(part);
@@ -347,10 +364,26 @@ mod tests {
         };
         let c = certified_parts(&cfg, pair(1, 4), older);
         let parts: Vec<Part> = c.iter().collect();
-        assert_eq!(parts.len(), 2);
-        assert!((0..4000).all(|id| {
-            parts.iter().any(|p| p.contains(m, id)) == (m.owner(id, 4) == 1)
-        }));
+        assert_eq!(
+            parts,
+            [Part::whole(Pair::new(1, 4).unwrap())],
+            "granted whole"
+        );
+        assert!(
+            (0..4000)
+                .all(|id| { parts.iter().any(|p| p.contains(m, id)) == (m.owner(id, 4) == 1) })
+        );
+        // Without the inherited position: only the own part.
+        let older = OlderFactor {
+            own: pair(4, 5),
+            inherited: &[],
+            count: Some(5),
+        };
+        let c = certified_parts(&cfg, pair(1, 4), older);
+        assert_eq!(
+            c.iter().map(|p| p.describe()).collect::<Vec<_>>(),
+            [[1, 4, 4, 5]]
+        );
         // An inherited position whose tasks never reach this one adds
         // nothing: under jump hash T(0,4) meets T(2,5) not at all.
         let older = OlderFactor {
@@ -367,6 +400,9 @@ mod tests {
             count: Some(5),
         };
         let c = certified_parts(&cfg, pair(3, 5), older);
-        assert_eq!(c.iter().map(|p| p.describe()).collect::<Vec<_>>(), [[3, 5, 3, 5]]);
+        assert_eq!(
+            c.iter().map(|p| p.describe()).collect::<Vec<_>>(),
+            [[3, 5, 3, 5]]
+        );
     }
 }

@@ -40,8 +40,8 @@ use holding::{Certificate, Holding};
 pub use identity::{Identity, RequestId};
 use leave::Leaving;
 use memory::{ClockHistory, Memory, OlderFactor, certified_parts};
-pub use request::{KEY_COUNT, Transmit};
 use request::{Buffers, Pending, check_interval};
+pub use request::{KEY_COUNT, Transmit};
 use schedule::{Schedule, micros};
 
 /// Bound on the local clock's rate error against the server clock (rule 6).
@@ -579,8 +579,7 @@ impl Worker {
         let early = self.executed_early(k, server);
         // Rule 19: certified by a reserved entry (the member did not
         // register in k-1), the grant ends by (k+1)L.
-        let short =
-            !c.registered && !self.cfg.broken(NegativeControl::FullGrantFromReservation);
+        let short = !c.registered && !self.cfg.broken(NegativeControl::FullGrantFromReservation);
         let certificate = Certificate {
             parts,
             interval: k,

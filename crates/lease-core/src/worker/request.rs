@@ -100,8 +100,18 @@ impl Buffers {
         write_key(&mut self.keys[1], &cfg.prefix, &cfg.name, closed);
         crate::script::write_members_key(&mut self.keys[3], &cfg.prefix, &cfg.name);
         write_fillers_key(&mut self.keys[4], &cfg.prefix, &cfg.name, closed);
-        write_key(&mut self.keys[5], &cfg.prefix, &cfg.name, k.saturating_add(1));
-        write_key(&mut self.keys[6], &cfg.prefix, &cfg.name, k.saturating_sub(2));
+        write_key(
+            &mut self.keys[5],
+            &cfg.prefix,
+            &cfg.name,
+            k.saturating_add(1),
+        );
+        write_key(
+            &mut self.keys[6],
+            &cfg.prefix,
+            &cfg.name,
+            k.saturating_sub(2),
+        );
         let last = last.map_or(-1, i64::from);
         let member = cfg.member.as_ref().map_or("", crate::Member::as_str);
         let (older_i, older_n) = older.map_or((-1, -1), |p| (i64::from(p.i()), i64::from(p.n())));
