@@ -55,7 +55,10 @@ impl<'a> Command<'a> {
 
 /// [`lease_core::KEY_COUNT`] as the text a command carries.
 const KEY_COUNT_TEXT: &str = "7";
-const _: () = assert!(lease_core::KEY_COUNT == 7, "KEY_COUNT_TEXT must name KEY_COUNT");
+const _: () = assert!(
+    lease_core::KEY_COUNT == 7,
+    "KEY_COUNT_TEXT must name KEY_COUNT"
+);
 
 /// A script's reply as integers, held inline (no heap allocation): at most
 /// [`Integers::CAPACITY`] values (the scripts reply at most 17: a Ranked

@@ -31,6 +31,11 @@
 --   a member that was in closed k-1: its position there (an integer);
 --   a returnee (not in k-1): 2^32 + its sent position + 0.5;
 --   a newcomer: 2^40.
+-- A graceful leave (leave.lua) turns the entry of a member that registered
+-- in the open interval into a *left* entry, score -1: present (inheritance,
+-- below, does not take its position) but not counted: the size of a closed
+-- set is its number of entries with a score of 0 or more (ZCOUNT), and a
+-- left entry has no position.
 -- Positions in a closed set of size s: the first member (in the set's
 -- order: by score, ties by member) whose score is p or p + 0.25 for an
 -- integer p, 0 <= p < s, keeps p (a keeper). Every other member is a
@@ -113,9 +118,9 @@ local function filler_position(size)
       return tonumber(cached[2])
     end
   end
-  -- The members in order: the first carrying each p, 0 <= p < s, keeps p;
-  -- the others, in order, take the free positions ascending.
-  local all = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
+  -- The counted members in order: the first carrying each p, 0 <= p < s,
+  -- keeps p; the others, in order, take the free positions ascending.
+  local all = redis.call('ZRANGEBYSCORE', KEYS[2], 0, '+inf', 'WITHSCORES')
   local kept = {}
   for i = 1, #all, 2 do
     local p = carried(tonumber(all[i + 1]), size)
@@ -155,7 +160,7 @@ local function filler_position(size)
   end
   return mine
 end
-local size = redis.call('ZCARD', KEYS[2])
+local size = redis.call('ZCOUNT', KEYS[2], 0, '+inf')
 local position = -1
 -- The member's score in closed k-1, once known: it says whether its entry
 -- there is a registration or only a reservation.
@@ -182,9 +187,10 @@ if ARGV[6] and string.find(ARGV[6], '^%d+$') then
 end
 -- An empty (or missing) closed set holds no one: nothing to look up.
 if position < 0 and size > 0 then
-  local raw = redis.call('ZSCORE', KEYS[2], member)
-  if raw then
-    entry = tonumber(raw)
+  local raw = tonumber(redis.call('ZSCORE', KEYS[2], member))
+  -- A left entry (this member left in k-1, rule 19) is not counted.
+  if raw and raw >= 0 then
+    entry = raw
     local p = carried(entry, size)
     if p and p ~= hint then
       if keeper_of(KEYS[2], p) == member then
@@ -261,9 +267,10 @@ if position >= 0 then
   local m = tonumber(ARGV[9])
   if not (own2 and own2 >= 0 and m and m > own2) then
     own2, m = nil, nil
-    size2 = redis.call('ZCARD', KEYS[7])
+    size2 = redis.call('ZCOUNT', KEYS[7], 0, '+inf')
     local raw = redis.call('ZSCORE', KEYS[7], member)
     if raw then
+      -- carried() refuses a left entry's -1.
       local p = carried(tonumber(raw), size2)
       if p and keeper_of(KEYS[7], p) == member then
         pos2 = p
@@ -273,9 +280,9 @@ if position >= 0 then
     m = size2
   end
   -- Inheritance (rule 19), under jump hash: a position q of closed k-2
-  -- whose keeper is not in the set of k-1 registered neither in k-2 (it
-  -- would have reserved its place in k-1) nor in k-1, so it holds no
-  -- lease from k-1 or later. Of the positions of k-2, jump hash moves to
+  -- whose keeper is not in the set of k-1 at all (not even as a left
+  -- entry) registered neither in k-2 (it would have reserved its place in
+  -- k-1) nor in k-1, so it holds no lease from k-1 or later. Of the positions of k-2, jump hash moves to
   -- this member's position i in k-1 only tasks of i itself and of the
   -- positions at or beyond the size of k-1: those are the candidates
   -- (at most 8; leaving one out only grants less). Nothing to look for in
@@ -283,7 +290,7 @@ if position >= 0 then
   local consistent = string.sub(ARGV[4], -11) == ':consistent'
   if consistent and (own2 ~= position or size < m) then
     if size2 < 0 then
-      size2 = redis.call('ZCARD', KEYS[7])
+      size2 = redis.call('ZCOUNT', KEYS[7], 0, '+inf')
     end
     local candidates = {}
     if own2 ~= position then

@@ -60,8 +60,9 @@ impl Worker {
     }
 
     /// The leave request, or its one retry: keys of the interval `c` the
-    /// worker believes open and of `c + 1` (the script removes from
-    /// whichever is open at execution, or answers wrong-interval).
+    /// worker believes open and of `c + 1` and `c + 2` (the script takes the
+    /// worker out of whichever is open at execution, and out of its
+    /// reservation in the next, or answers wrong-interval).
     fn send_leave(&mut self, now: i64) {
         let c = self.interval_to_name(now);
         let floor = (self.cfg.l / 20).max(1000).min(self.cfg.l);
@@ -87,7 +88,11 @@ impl Worker {
             give_up_at: now + t,
         });
         self.next_id += 1;
-        self.buffers.leave(&self.cfg, c, self.identity);
+        // Rule 19: the newest interval whose reply it processed, so that the
+        // script keeps it present in that interval even if a failover lost
+        // its registration there (it may hold a lease from it).
+        let replied = self.memory.newest.map(|(k, _)| k);
+        self.buffers.leave(&self.cfg, c, self.identity, replied);
         self.ready = Some((id, now + t));
     }
 

@@ -135,15 +135,18 @@ impl Buffers {
 
     /// A leave request (rules 16 and 19): `KEYS = [c, c+1, rules, c+2,
     /// fillers of c, fillers of c+1, fillers of c+2]`, `ARGV = [L, c,
-    /// rules, identity]`.
-    pub(super) fn leave(&mut self, cfg: &Config, c: u64, identity: Identity) {
+    /// rules, identity, replied]`, `replied` the interval of the newest
+    /// registration reply the worker processed (-1 if none).
+    pub(super) fn leave(&mut self, cfg: &Config, c: u64, identity: Identity, replied: Option<u64>) {
         write_key(&mut self.keys[0], &cfg.prefix, &cfg.name, c);
         write_key(&mut self.keys[1], &cfg.prefix, &cfg.name, c + 1);
         write_key(&mut self.keys[3], &cfg.prefix, &cfg.name, c + 2);
         write_fillers_key(&mut self.keys[4], &cfg.prefix, &cfg.name, c);
         write_fillers_key(&mut self.keys[5], &cfg.prefix, &cfg.name, c + 1);
         write_fillers_key(&mut self.keys[6], &cfg.prefix, &cfg.name, c + 2);
-        let values: [&dyn Display; 4] = [&cfg.interval_ms, &c, &cfg.rules_record, &identity];
+        let replied = replied.map_or(-1, |k| i64::try_from(k).unwrap_or(i64::MAX));
+        let values: [&dyn Display; 5] =
+            [&cfg.interval_ms, &c, &cfg.rules_record, &identity, &replied];
         self.fill(&values);
     }
 

@@ -44,7 +44,7 @@ impl SimStore {
             return None;
         };
         let set_expires = *set_expires;
-        let size = set.len().to_string();
+        let size = set.counted().to_string();
         // Kept with the set until it changes: the fillers of one closed set
         // (all of a cold start's) read one table.
         let table = set.fillers(sabotage, filler_table);

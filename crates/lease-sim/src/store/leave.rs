@@ -38,12 +38,13 @@ impl SimStore {
     /// Runs the leave script (`leave.lua`) at server time `now_us` with the
     /// keys and arguments of a [`lease_core::Transmit`] of
     /// [`lease_core::Script::leave`]: `KEYS = [c, c+1, rules, c+2, fillers
-    /// of c, c+1, c+2]`, `ARGV = [L, c, rules, token]`. The open interval
-    /// `x` (from the server time) is `c` or `c+1`; if the token's score in
-    /// the set of `x` is a registration's (it registered in `x` and
-    /// reserved its place in `x+1`) it leaves the set of `x+1`, if it is a
-    /// reservation's it leaves the set of `x`; the filler cache of the set
-    /// it left goes too.
+    /// of c, c+1, c+2]`, `ARGV = [L, c, rules, token, replied]`. The open
+    /// interval `x` (from the server time) is `c` or `c+1`; if the token's
+    /// score in the set of `x` is a registration's (or the caller processed
+    /// a reply from `x`), its entry there becomes a left entry (present,
+    /// not counted) and its reservation in `x+1` goes; if it is a
+    /// reservation's, it leaves the set of `x`; the filler caches of the
+    /// sets it changed go too.
     pub fn execute_leave(
         &mut self,
         now_us: i64,
@@ -89,72 +90,112 @@ impl SimStore {
         }
         // ZSCORE of a missing token fails before anything is written.
         let token = args.get(3).ok_or(StoreError::BadArguments("token"))?;
-        let targets: Vec<String> = match (self.leave_sabotage, open) {
-            (Some(LeaveSabotage::ClientNamed), _) => vec![sets[0].to_owned()],
+        // `tonumber(ARGV[5]) ~= k`: the newest interval the caller processed
+        // a registration reply from, if it is the open one.
+        let replied_open = args.get(4).and_then(|a| lua_number(a)) == Some(k as f64);
+        let mut removed = 0;
+        match (self.leave_sabotage, open) {
+            (Some(LeaveSabotage::ClientNamed), _) => {
+                self.remove_counting(sets[0], token, now_us, open.map(|x| (x, sets)))?;
+            }
             (_, None) => unreachable!("answered above"),
-            (None, Some(x)) => self.leave_from(sets, x, token, now_us)?.into_iter().collect(),
+            (None, Some(x)) => {
+                removed = self.leave_open(sets, caches, x, token, replied_open, now_us)?
+            }
             (Some(LeaveSabotage::OpenAndNext), Some(x)) => {
-                vec![sets[x].to_owned(), sets[x + 1].to_owned()]
+                removed = i64::from(self.zrem(sets[x], token, now_us)?);
+                self.zrem(sets[x + 1], token, now_us)?;
+                self.drop_filler_cache(caches[x]);
+                self.drop_filler_cache(caches[x + 1]);
             }
             (Some(LeaveSabotage::AlsoClosed), Some(x)) => {
-                let mut targets: Vec<String> =
-                    self.leave_from(sets, x, token, now_us)?.into_iter().collect();
-                targets.push(before(sets[x]));
-                targets
+                removed = self.leave_open(sets, caches, x, token, replied_open, now_us)?;
+                self.remove_counting(&before(sets[x]), token, now_us, None)?;
             }
-            (Some(LeaveSabotage::InsteadClosed), Some(x)) => vec![before(sets[x])],
-        };
-        let mut removed = 0;
-        for key in &targets {
-            self.expire(key, now_us);
-            let Some(entry) = self.keys.get_mut(key) else {
-                continue;
-            };
-            let Value::Set(set) = &mut entry.value else {
-                return Err(StoreError::WrongType);
-            };
-            let gone = set.remove(token);
-            if set.is_empty() {
-                // ZREM of the last member deletes the key.
-                self.keys.remove(key);
-            }
-            if !gone {
-                continue;
-            }
-            match sets.iter().position(|s| s == key) {
-                Some(i) if open.is_some_and(|x| i == x || i == x + 1) => {
-                    removed = 1;
-                    self.drop_filler_cache(caches[i]);
-                }
-                _ => self.closed_writes += 1,
+            (Some(LeaveSabotage::InsteadClosed), Some(x)) => {
+                self.remove_counting(&before(sets[x]), token, now_us, None)?;
             }
         }
         Ok(vec![1, k, sec, usec, removed])
     }
 
-    /// The set the leave takes `token` out of, the open interval being
-    /// `sets[x]` (rule 19): the next one (its reservation) when its score in
-    /// the open set is a registration's, the open one when it is a
-    /// reservation's, none when it is not there.
-    fn leave_from(
+    /// `leave.lua` in the open interval `sets[x]`: by the token's score
+    /// there, a reservation's (and no reply from `x` processed) is removed;
+    /// a registration's (or a reservation's with a reply from `x`) becomes a
+    /// left entry (-1) and its reservation in `sets[x + 1]` goes; each set
+    /// touched loses its filler cache. Returns the reply's `removed`.
+    fn leave_open(
         &mut self,
         sets: [&str; 3],
+        caches: [&str; 3],
         x: usize,
         token: &str,
+        replied_open: bool,
         now_us: i64,
-    ) -> Result<Option<String>, StoreError> {
+    ) -> Result<i64, StoreError> {
         self.expire(sets[x], now_us);
         let score = match self.keys.get(sets[x]).map(|e| &e.value) {
             None => None,
             Some(Value::Set(set)) => set.score(token),
             Some(_) => return Err(StoreError::WrongType),
         };
-        Ok(score.map(|score| {
-            let from = if is_reserved(score) { x } else { x + 1 };
-            sets[from].to_owned()
-        }))
+        let Some(score) = score.filter(|&s| s >= 0.0) else {
+            return Ok(0);
+        };
+        let removed = if is_reserved(score) && !replied_open {
+            i64::from(self.zrem(sets[x], token, now_us)?)
+        } else {
+            if let Some(Value::Set(set)) = self.keys.get_mut(sets[x]).map(|e| &mut e.value) {
+                set.add(LEFT, token);
+            }
+            self.zrem(sets[x + 1], token, now_us)?;
+            self.drop_filler_cache(caches[x + 1]);
+            1
+        };
+        self.drop_filler_cache(caches[x]);
+        Ok(removed)
+    }
+
+    /// `ZREM key member` (deleting the key when it empties): whether it
+    /// removed it.
+    fn zrem(&mut self, key: &str, member: &str, now_us: i64) -> Result<bool, StoreError> {
+        self.expire(key, now_us);
+        let Some(entry) = self.keys.get_mut(key) else {
+            return Ok(false);
+        };
+        let Value::Set(set) = &mut entry.value else {
+            return Err(StoreError::WrongType);
+        };
+        let gone = set.remove(member);
+        if set.is_empty() {
+            // ZREM of the last member deletes the key.
+            self.keys.remove(key);
+        }
+        Ok(gone)
+    }
+
+    /// A sabotaged script's `ZREM` of `key`: counted as a write of a closed
+    /// set unless `key` is the open set or the next one (`open`).
+    fn remove_counting(
+        &mut self,
+        key: &str,
+        member: &str,
+        now_us: i64,
+        open: Option<(usize, [&str; 3])>,
+    ) -> Result<(), StoreError> {
+        if !self.zrem(key, member, now_us)? {
+            return Ok(());
+        }
+        let allowed = open.is_some_and(|(x, sets)| key == sets[x] || key == sets[x + 1]);
+        if !allowed {
+            self.closed_writes += 1;
+        }
+        Ok(())
     }
 }
+
+/// A left entry's score (rule 19): present, not counted.
+const LEFT: f64 = -1.0;
 
 /// The key of the interval before the one `key` names (`P{N}:x` to
 /// `P{N}:(x-1)`), for the sabotaged scripts that write a closed set.

@@ -42,7 +42,8 @@ impl SimStore {
         // `tonumber(ARGV[6])`: what does not read as a number counts as a
         // newcomer's -1, as in the script.
         let sent = args.get(5).and_then(|a| lua_number(a)).unwrap_or(-1.0);
-        let (position, entry, size) = self.position_in(keys[1], keys[4], &member, now_us, ttl_ms)?;
+        let (position, entry, size) =
+            self.position_in(keys[1], keys[4], &member, now_us, ttl_ms)?;
         // The server-side carry (rule 15): a member present in k-1 carries
         // its integer position; a returnee ranks after every carried
         // position, by the position it sent; a newcomer last.
@@ -93,8 +94,10 @@ impl SimStore {
             None => (None, None, 0),
             Some(Value::Set(set)) => {
                 let score = set.score(member);
+                // A left entry (rule 19) is not counted: no position.
+                let score = score.filter(|&s| s >= 0.0);
                 let keeper = score.map(|score| keeper_in(set, score, member, sabotage));
-                (score, keeper, set.len())
+                (score, keeper, set.counted())
             }
             Some(_) => return Err(StoreError::WrongType),
         };
@@ -168,7 +171,7 @@ impl SimStore {
             Some(Value::Set(set)) => Some(set),
             Some(_) => return Err(StoreError::WrongType),
         };
-        let len2 = set2.map_or(0, ZSet::len);
+        let len2 = set2.map_or(0, ZSet::counted);
         // `tonumber(ARGV[8])`, `tonumber(ARGV[9])`: the worker's own pair in
         // k-2, used only if `own2 >= 0 and m > own2`.
         let own2 = args.get(7).and_then(|a| lua_number(a));
@@ -239,7 +242,9 @@ struct OlderRead {
 /// The position `member` (with `score`) keeps in `set`, if it is a keeper
 /// there (rule 15), under `sabotage`.
 fn keeper_in(set: &ZSet, score: f64, member: &str, sabotage: PositionSabotage) -> Option<usize> {
-    let p = carried(score, set.len())?;
-    let first = set.first_carrying(p as f64).is_some_and(|(_, m)| m == member);
-    keeps(score, set.len(), first, sabotage).then_some(p)
+    let p = carried(score, set.counted())?;
+    let first = set
+        .first_carrying(p as f64)
+        .is_some_and(|(_, m)| m == member);
+    keeps(score, set.counted(), first, sabotage).then_some(p)
 }

@@ -52,12 +52,21 @@ pub(super) struct ZSet {
     order: BTreeSet<(Score, String)>,
     /// The filler table of the set as it is now, once computed.
     fillers: Option<FillerTable>,
+    /// How many members have a negative score: left entries (rule 19),
+    /// present but not counted.
+    left: usize,
 }
 
 impl ZSet {
     /// `ZCARD`.
     pub(super) fn len(&self) -> usize {
         self.scores.len()
+    }
+
+    /// The members a closed set counts (rule 19): those with a score of 0
+    /// or more (`ZCOUNT key 0 +inf`).
+    pub(super) fn counted(&self) -> usize {
+        self.scores.len() - self.left
     }
 
     /// Whether the set has no member.
@@ -78,6 +87,7 @@ impl ZSet {
         }
         self.scores.insert(member.to_owned(), score);
         self.order.insert((Score(score), member.to_owned()));
+        self.left += usize::from(score < 0.0);
         self.fillers = None;
         true
     }
@@ -89,10 +99,12 @@ impl ZSet {
             Some(old) if Score(old) == Score(score) => return false,
             Some(old) => {
                 self.order.remove(&(Score(old), member.to_owned()));
+                self.left -= usize::from(old < 0.0);
                 false
             }
             None => true,
         };
+        self.left += usize::from(score < 0.0);
         self.order.insert((Score(score), member.to_owned()));
         self.fillers = None;
         added
@@ -115,6 +127,7 @@ impl ZSet {
             return false;
         };
         self.order.remove(&(Score(score), member.to_owned()));
+        self.left -= usize::from(score < 0.0);
         self.fillers = None;
         true
     }
@@ -143,8 +156,9 @@ impl ZSet {
         }
     }
 
-    /// Every filler's position under `sabotage`, by `table` from the pairs
-    /// in Redis order: computed once per state of the set and sabotage.
+    /// Every filler's position under `sabotage`, by `table` from the counted
+    /// pairs (scores of 0 or more, rule 19) in Redis order: computed once
+    /// per state of the set and sabotage.
     pub(super) fn fillers(
         &mut self,
         sabotage: PositionSabotage,
@@ -153,7 +167,12 @@ impl ZSet {
         match &self.fillers {
             Some((s, t)) if *s == sabotage => t.clone(),
             _ => {
-                let t = Arc::new(table(&self.to_vec(), sabotage));
+                let counted: Vec<(f64, String)> = self
+                    .to_vec()
+                    .into_iter()
+                    .filter(|(s, _)| *s >= 0.0)
+                    .collect();
+                let t = Arc::new(table(&counted, sabotage));
                 self.fillers = Some((sabotage, t.clone()));
                 t
             }
@@ -190,7 +209,11 @@ mod tests {
         assert!(z.add_nx(3.25, "r"));
         assert_eq!(z.first_carrying(3.0), Some((3.25, "r")));
         assert!(z.add(3.0, "s"));
-        assert_eq!(z.first_carrying(3.0), Some((3.0, "s")), "3 sorts before 3.25");
+        assert_eq!(
+            z.first_carrying(3.0),
+            Some((3.0, "s")),
+            "3 sorts before 3.25"
+        );
         // A registration overwrites its own reservation: not an addition.
         assert!(!z.add(3.0, "r"));
         assert_eq!(z.score("r"), Some(3.0));
