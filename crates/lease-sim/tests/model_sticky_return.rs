@@ -357,12 +357,29 @@ struct Grant {
     short: bool,
 }
 
-/// A failover at the end of `interval` that loses the set writes of every
+/// A failover in `interval` that loses the set writes of every
 /// registration executed in it by a worker in `workers` (a bit set).
 #[derive(Clone, Copy, Debug)]
 struct Loss {
     interval: usize,
     workers: u32,
+    failover: Failover,
+}
+
+/// Where in its interval the failover comes; either way every closed set
+/// is read after it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Failover {
+    /// After every write of the interval: the new primary has the others
+    /// as they executed (a replica replays a script's effects), so a leave
+    /// that removed a lost reservation removes nothing there.
+    AtTheEnd,
+    /// Right after each lost registration: every later write of the
+    /// interval executes on a primary that never had it, so a leave that
+    /// follows its own lost registration finds no reservation and removes
+    /// the member from the open set. A limit of the design
+    /// (`a_leave_after_a_failover_that_lost_its_registration_can_overlap`).
+    BeforeLaterWrites,
 }
 
 /// One write to a set, as a replica replays it: the entry it left, or a
@@ -520,7 +537,12 @@ impl<'t> World<'t> {
             entry,
             lost,
         };
-        self.apply(write);
+        let gone_at_once = self
+            .loss
+            .is_some_and(|l| l.failover == Failover::BeforeLaterWrites);
+        if !(lost && gone_at_once) {
+            self.apply(write);
+        }
         if let Some(log) = &mut self.log {
             log.writes.push(write);
         }
@@ -770,16 +792,16 @@ fn run(
 /// may also leave (once: it is gone afterwards); with `named`, workers 0
 /// and 2 are two incarnations of one member name (a restart, or two live
 /// processes with one name) and worker 1 has a name of its own; with
-/// `lost_writes`, one varied interval but the last may fail over, losing
-/// the writes of any nonempty subset of the registrations executed in it
-/// (a loss in the last interval is read by no one in the run).
+/// `lost_writes`, one varied interval but the last may fail over there,
+/// losing the writes of any nonempty subset of the registrations executed
+/// in it (a loss in the last interval is read by no one in the run).
 #[derive(Clone, Copy, Debug)]
 struct Shape {
     settled: usize,
     varied: usize,
     leaves: bool,
     named: bool,
-    lost_writes: bool,
+    lost_writes: Option<Failover>,
 }
 
 const WORKERS: usize = 3;
@@ -815,7 +837,7 @@ fn losses(
         .filter(|&w| fates[w].registers())
         .map(|w| 1 << w)
         .sum();
-    let here = shape.lost_writes && may_lose && depth + 1 < shape.varied;
+    let here = shape.lost_writes.is_some() && may_lose && depth + 1 < shape.varied;
     (0..1 << WORKERS).filter(move |&s| s == 0 || (here && s & !registering == 0))
 }
 
@@ -891,10 +913,11 @@ impl Walk {
             let gone = gone || fates[0].leaves();
             for lost in losses(self.shape, depth, may_lose, fates) {
                 let mut next = world.clone();
-                if lost != 0 {
+                if let Some(failover) = self.shape.lost_writes.filter(|_| lost != 0) {
                     next.loss = Some(Loss {
                         interval: k,
                         workers: lost,
+                        failover,
                     });
                 }
                 next.interval(k, fates.into_iter().enumerate());
@@ -932,7 +955,7 @@ fn searches() -> [Shape; 3] {
         varied,
         leaves,
         named,
-        lost_writes: false,
+        lost_writes: None,
     };
     [
         shape(0, false, false),
@@ -942,17 +965,22 @@ fn searches() -> [Shape; 3] {
 }
 
 /// After three settled intervals, three varied ones (four with
-/// `LEASE_SEARCH_DEEP=1`) with every fate, every leave of worker 0, and a
-/// failover in one of them that loses the writes of any subset of the
-/// registrations in it: anonymous and under member names.
+/// `LEASE_SEARCH_DEEP=1`, about forty times longer) with every fate, every
+/// leave of worker 0, and a failover at the end of one of them that loses
+/// the writes of any subset of the registrations in it: anonymous and
+/// under member names.
 fn lost_write_searches() -> [Shape; 2] {
+    lost_write_searches_with(Failover::AtTheEnd)
+}
+
+fn lost_write_searches_with(failover: Failover) -> [Shape; 2] {
     let varied = if deep() { 4 } else { 3 };
     let shape = |named| Shape {
         settled: 3,
         varied,
         leaves: true,
         named,
-        lost_writes: true,
+        lost_writes: Some(failover),
     };
     [shape(false), shape(true)]
 }
@@ -970,11 +998,11 @@ fn the_searches_count_every_run() {
     let with_leaves = sequences(varied) * 9u64.pow(varied);
     assert_eq!(run_counts(leaves)[0][0][1], with_leaves);
     assert_eq!(run_counts(named)[0][0][1], with_leaves);
-    // With a failover: one interval of worker 0 registering and 1 and 2
-    // missing has 1 + 1 losses, and so on; without it, the runs as before.
+    // With a failover, the runs that have none are the runs of the same
+    // shape without it.
     let lost = lost_write_searches()[0];
     let no_loss = Shape {
-        lost_writes: false,
+        lost_writes: None,
         ..lost
     };
     assert_eq!(run_counts(lost)[0][0][0], run_counts(no_loss)[0][0][1]);
@@ -1013,22 +1041,115 @@ fn sticky_return_is_exclusive_after_a_failover_that_loses_writes() {
     }
 }
 
+/// With `LEASE_CONTROL_COUNTS=1` every control runs every search in full
+/// and prints its violating runs (about 30 s); otherwise each stops at the
+/// first search that catches it.
 #[test]
 fn each_broken_rule_is_caught_by_the_search() {
     let table = TaskTable::new();
+    let counts = std::env::var_os("LEASE_CONTROL_COUNTS").is_some_and(|v| v == "1");
+    let [first, leaves, named] = searches();
+    let [lost, lost_named] = lost_write_searches();
     for broken in CONTROLS {
         let rules = Rules {
             broken: Some(broken),
             ..BUILT
         };
-        let caught: Vec<u64> = searches()
-            .into_iter()
-            .chain(lost_write_searches())
-            .map(|shape| search(rules, &table, shape, false).1)
-            .collect();
-        println!("{broken:?}: violating runs {caught:?}");
-        assert!(caught.iter().any(|&n| n > 0), "{broken:?}: no run overlaps");
+        // Most likely first; a rule of member names shows only under names,
+        // a full grant from a reservation only after lost writes (below).
+        let shapes = match broken {
+            _ if counts => vec![first, leaves, named, lost, lost_named],
+            Broken::GrantWhileMemberInUse | Broken::TakeOverAfterOneInterval => {
+                vec![named, lost_named]
+            }
+            Broken::FullGrantFromReservation => vec![lost, lost_named],
+            _ => vec![leaves, first, named, lost, lost_named],
+        };
+        let mut caught = false;
+        for shape in shapes {
+            let (runs, violating) = search(rules, &table, shape, !counts);
+            if counts {
+                println!("{broken:?} {shape:?}: {violating} of {runs} runs overlap");
+            } else if violating > 0 {
+                println!("{broken:?}: caught by {shape:?}");
+            }
+            caught |= violating > 0;
+            if caught && !counts {
+                break;
+            }
+        }
+        assert!(caught, "{broken:?}: no run overlaps");
     }
+}
+
+/// A grant from a Reserved entry live in `k + 1` overlaps only where its
+/// member is in no entry of set `k` though its registration in `k` was
+/// processed: after a lost write, never otherwise (a leave after a
+/// registration in `k` removes the reservation in `k + 1`, and under a
+/// name nothing). So the plain searches cannot catch
+/// `Broken::FullGrantFromReservation`, and the lost-writes searches must.
+#[test]
+fn a_full_grant_from_a_reservation_is_caught_only_after_lost_writes() {
+    let table = TaskTable::new();
+    let rules = Rules {
+        broken: Some(Broken::FullGrantFromReservation),
+        ..BUILT
+    };
+    for shape in searches() {
+        assert_eq!(search(rules, &table, shape, true).1, 0, "{shape:?}");
+    }
+    let [lost, _] = lost_write_searches();
+    assert!(search(rules, &table, lost, true).1 > 0);
+}
+
+/// A limit of the design, which no failover at the end of the interval
+/// shows. A worker registers in `f` (its reply processed, so its grant
+/// from `f` lives through `f + 1`), the failover loses that registration,
+/// and then its leave executes on the new primary: it finds no
+/// reservation in set `f + 1` and so removes the member from set `f`, where
+/// the reservation from `f - 1` had kept it. Inheritance at `f + 1` then
+/// takes the position of its live grant. Today's rules have no
+/// inheritance and stay exclusive; without leaves the built design does
+/// too.
+#[test]
+fn a_leave_after_a_failover_that_lost_its_registration_can_overlap() {
+    let table = TaskTable::new();
+    // By hand: three workers settled at 0, 1, 2 of 3 from 2; in 5 worker 0
+    // registers (lost) and leaves. Closed 5 is {1: 1, 2: filler 0}, size
+    // 2. In 6 worker 2 (at 0 of 2, second factor 2 of 3) inherits
+    // candidate 0 of closed 4, whose keeper (worker 0) is in no entry of
+    // set 5: `T(0, 2) ∩ T(0, 3)` = `T(0, 3)`, while worker 0's grant from
+    // 5, `T(0, 3) ∩ T(0, 3)`, is full and live in 6.
+    let mut fates = vec![vec![Fate::Register; 3]; 5];
+    fates[3][0] = Fate::RegisterThenLeave;
+    let loss = |failover| Loss {
+        interval: 5,
+        workers: 1,
+        failover,
+    };
+    let members = (&[0, 1, 2][..], false);
+    let at_the_end = Some(loss(Failover::AtTheEnd));
+    let before_the_leave = Some(loss(Failover::BeforeLaterWrites));
+    assert_eq!(run(BUILT, &table, members, &fates, at_the_end), None);
+    assert_eq!(run(TODAY, &table, members, &fates, before_the_leave), None);
+    assert_eq!(
+        run(BUILT, &table, members, &fates, before_the_leave),
+        Some(6)
+    );
+    // The searches: today none; built, only anonymous runs with a leave.
+    let [anonymous, named] = lost_write_searches_with(Failover::BeforeLaterWrites);
+    let without_leaves = Shape {
+        leaves: false,
+        ..anonymous
+    };
+    for shape in [anonymous, named] {
+        assert_eq!(search(TODAY, &table, shape, false).1, 0, "{shape:?}");
+    }
+    assert_eq!(search(BUILT, &table, named, false).1, 0);
+    assert_eq!(search(BUILT, &table, without_leaves, false).1, 0);
+    let (runs, violating) = search(BUILT, &table, anonymous, false);
+    println!("{anonymous:?}: {violating} of {runs} runs overlap");
+    assert!(violating > 0);
 }
 
 /// A small deterministic generator (SplitMix64), so the random runs need no
@@ -1097,12 +1218,13 @@ fn random_fates(rng: &mut SplitMix, workers: usize, fault: f64) -> Vec<Vec<Fate>
         .collect()
 }
 
-/// A failover in one of the 20 intervals that loses each worker's
-/// registration there with probability 1/2.
+/// A failover at the end of one of the 20 intervals that loses each
+/// worker's registration there with probability 1/2.
 fn random_loss(rng: &mut SplitMix, workers: usize) -> Loss {
     Loss {
         interval: 2 + (rng.next() % 20) as usize,
         workers: (rng.next() & ((1 << workers) - 1)) as u32,
+        failover: Failover::AtTheEnd,
     }
 }
 
