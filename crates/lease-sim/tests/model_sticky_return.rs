@@ -87,11 +87,11 @@
 //! the same model.
 
 use lease_core::ownership::Mapping;
-use std::collections::BTreeMap;
 
 /// Tasks `0..TASKS`, as a bit set.
 const TASKS: usize = 256;
-/// Largest group the task table covers.
+/// Largest group the task table covers, and the most workers and members
+/// of a run.
 const MAX_N: usize = 8;
 /// The most inheritance candidates one reply looks at (the script's bound:
 /// each is a lookup in closed `k - 2` and in set `k - 1`).
@@ -259,7 +259,29 @@ const BUILT: Rules = Rules {
     broken: None,
 };
 
-type Set = BTreeMap<usize, Entry>;
+/// A set's entries by member (members are `0..MAX_N`). Fixed arrays, here
+/// and in `Closed`, `World` and the member record, keep a world cheap to
+/// clone, which the searches do at every node.
+#[derive(Clone, Copy, Default)]
+struct Set([Option<Entry>; MAX_N]);
+
+impl Set {
+    fn get(&self, m: usize) -> Option<Entry> {
+        self.0[m]
+    }
+
+    fn contains(&self, m: usize) -> bool {
+        self.0[m].is_some()
+    }
+
+    fn len(&self) -> usize {
+        self.0.iter().flatten().count()
+    }
+
+    fn entries(&self) -> impl Iterator<Item = (usize, Entry)> + '_ {
+        (0..MAX_N).filter_map(|m| Some((m, self.0[m]?)))
+    }
+}
 
 /// A member's place in a closed set.
 #[derive(Clone, Copy, Debug)]
@@ -272,22 +294,23 @@ struct Place {
 }
 
 /// A closed set's positions (rule 15, revision 3) and size.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 struct Closed {
     size: u32,
-    place: BTreeMap<usize, Place>,
-    /// The member at each position.
-    holder: Vec<usize>,
+    /// By member.
+    place: [Option<Place>; MAX_N],
+    /// The member at each position below `size`.
+    holder: [usize; MAX_N],
 }
 
 impl Closed {
     fn of(set: &Set) -> Self {
         let size = set.len() as u32;
         let mut order: Vec<(Score, Kind, usize)> =
-            set.iter().map(|(&m, e)| (e.score, e.kind, m)).collect();
+            set.entries().map(|(m, e)| (e.score, e.kind, m)).collect();
         order.sort();
-        let mut holder = vec![None; set.len()];
-        let mut place = BTreeMap::new();
+        let mut holder = [None; MAX_N];
+        let mut place = [None; MAX_N];
         let at = |position, keeper, kind| Place {
             position,
             keeper,
@@ -299,7 +322,7 @@ impl Closed {
                 && holder[p as usize].is_none()
             {
                 holder[p as usize] = Some(m);
-                place.insert(m, at(p, true, kind));
+                place[m] = Some(at(p, true, kind));
             }
         }
         let free: Vec<u32> = (0..size)
@@ -307,16 +330,13 @@ impl Closed {
             .collect();
         let mut free = free.into_iter();
         for &(_, kind, m) in &order {
-            if !place.contains_key(&m) {
+            if place[m].is_none() {
                 let p = free.next().expect("one free position per filler");
                 holder[p as usize] = Some(m);
-                place.insert(m, at(p, false, kind));
+                place[m] = Some(at(p, false, kind));
             }
         }
-        let holder = holder
-            .into_iter()
-            .map(|h| h.expect("a permutation"))
-            .collect();
+        let holder = holder.map(|h| h.unwrap_or(usize::MAX));
         Self {
             size,
             place,
@@ -325,7 +345,7 @@ impl Closed {
     }
 
     fn place(&self, m: usize) -> Option<Place> {
-        self.place.get(&m).copied()
+        self.place[m]
     }
 
     fn pair(&self, m: usize) -> Option<(u32, u32)> {
@@ -335,8 +355,8 @@ impl Closed {
     /// The member at `q` if it keeps `q` (the first with a score carrying
     /// it), not a filler.
     fn keeper_of(&self, q: u32) -> Option<usize> {
-        let m = *self.holder.get(q as usize)?;
-        self.place[&m].keeper.then_some(m)
+        let m = self.holder[..self.size as usize].get(q as usize).copied()?;
+        self.place(m)?.keeper.then_some(m)
     }
 }
 
@@ -348,10 +368,11 @@ struct WorkerState {
     previous: Option<(usize, Option<(u32, u32)>)>,
 }
 
-/// A grant from a reply: live through the rest of its interval and, unless
-/// short, all of the next.
+/// A grant from a reply in `from`: live through the rest of `from` and,
+/// unless short, all of `from + 1`.
 #[derive(Clone, Copy)]
 struct Grant {
+    from: usize,
     worker: usize,
     tasks: Tasks,
     short: bool,
@@ -414,11 +435,11 @@ struct World<'t> {
     member: Vec<usize>,
     /// Under member names, the member record: name -> (the incarnation
     /// holding it, the last interval it registered in as holder).
-    record: Option<BTreeMap<usize, (usize, usize)>>,
+    record: Option<[Option<(usize, usize)>; MAX_N]>,
     /// Workers that left; they register no more.
     gone: Vec<bool>,
-    /// `grants[k]`: every grant from a reply in `k`.
-    grants: Vec<Vec<Grant>>,
+    /// Every grant, in the order given.
+    grants: Vec<Grant>,
     /// The failover of this run, if any.
     loss: Option<Loss>,
     /// Kept while the failover's interval runs.
@@ -446,13 +467,13 @@ impl<'t> World<'t> {
             rules,
             table,
             // A reservation from the last interval writes one set further.
-            sets: vec![Set::new(); intervals + 2],
+            sets: vec![Set::default(); intervals + 2],
             closed: (0..intervals + 2).map(|_| None).collect(),
             workers: vec![WorkerState::default(); workers],
             member: members.to_vec(),
-            record: named.then(BTreeMap::new),
+            record: named.then_some([None; MAX_N]),
             gone: vec![false; workers],
-            grants: vec![Vec::new(); intervals + 1],
+            grants: Vec::new(),
             loss: None,
             log: None,
         }
@@ -477,7 +498,7 @@ impl<'t> World<'t> {
         let fails_over = self.loss.is_some_and(|l| l.interval == k);
         if fails_over {
             self.log = Some(Log {
-                before: [self.sets[k].clone(), self.sets[k + 1].clone()],
+                before: [self.sets[k], self.sets[k + 1]],
                 writes: Vec::new(),
             });
         }
@@ -522,11 +543,7 @@ impl<'t> World<'t> {
     }
 
     fn apply(&mut self, write: Write) {
-        let set = &mut self.sets[write.set];
-        match write.entry {
-            Some(entry) => set.insert(write.member, entry),
-            None => set.remove(&write.member),
-        };
+        self.sets[write.set].0[write.member] = write.entry;
     }
 
     /// Writes (and, in the failover's interval, logs) one change.
@@ -562,7 +579,7 @@ impl<'t> World<'t> {
         // its grant from `k` (live in `k + 1`) is inside. Otherwise its
         // grants end with `k`, and out of set `k` it is inherited one
         // interval sooner.
-        let reserved = self.rules.built && self.sets[k + 1].contains_key(&m);
+        let reserved = self.rules.built && self.sets[k + 1].contains(m);
         if reserved {
             self.remove(k + 1, m);
         }
@@ -573,7 +590,7 @@ impl<'t> World<'t> {
 
     /// `ZREM`: only a removal that removes something is a write.
     fn remove(&mut self, set: usize, m: usize) {
-        if self.sets[set].contains_key(&m) {
+        if self.sets[set].contains(m) {
             self.write(set, m, None, false);
         }
     }
@@ -590,14 +607,14 @@ impl<'t> World<'t> {
         let Some(record) = &mut self.record else {
             return true;
         };
-        match record.get(&m).copied() {
+        match record[m] {
             Some((holder, j)) if holder != w && j + wait > k => false,
             Some((holder, j)) if holder == w => {
-                record.insert(m, (w, j.max(k)));
+                record[m] = Some((w, j.max(k)));
                 true
             }
             _ => {
-                record.insert(m, (w, k));
+                record[m] = Some((w, k));
                 true
             }
         }
@@ -622,7 +639,7 @@ impl<'t> World<'t> {
         if let Some(place) = place.filter(|_| grants)
             && let Some(grant) = self.grant(k, w, place, state)
         {
-            self.grants[k].push(grant);
+            self.grants.push(grant);
         }
         let size = self.closed(k - 1).size;
         let state = &mut self.workers[w];
@@ -640,14 +657,11 @@ impl<'t> World<'t> {
         let lost = self
             .loss
             .is_some_and(|l| l.interval == k && l.workers >> w & 1 == 1);
-        if self.sets[k]
-            .get(&m)
-            .is_none_or(|e| e.kind == Kind::Reserved)
-        {
+        if self.sets[k].get(m).is_none_or(|e| e.kind == Kind::Reserved) {
             let kind = Kind::Registered;
             self.write(k, m, Some(Entry { score, kind }), lost);
         }
-        if self.rules.built && !self.sets[k + 1].contains_key(&m) {
+        if self.rules.built && !self.sets[k + 1].contains(m) {
             let kind = Kind::Reserved;
             self.write(k + 1, m, Some(Entry { score, kind }), lost);
         }
@@ -698,6 +712,7 @@ impl<'t> World<'t> {
             && place.reserved
             && self.rules.broken != Some(Broken::FullGrantFromReservation);
         (count(&tasks) > 0).then_some(Grant {
+            from: k,
             worker: w,
             tasks,
             short,
@@ -723,7 +738,7 @@ impl<'t> World<'t> {
                 Some(Broken::InheritFromRegistered) => before.holder[q as usize] != m,
                 _ => before
                     .keeper_of(q)
-                    .is_some_and(|h| !self.sets[k - 1].contains_key(&h)),
+                    .is_some_and(|h| !self.sets[k - 1].contains(h)),
             })
             .collect()
     }
@@ -731,8 +746,8 @@ impl<'t> World<'t> {
     /// The grants live in `j`: every grant from `j`, and the full ones from
     /// `j - 1`.
     fn live(&self, j: usize) -> impl Iterator<Item = &Grant> {
-        let full = self.grants[j - 1].iter().filter(|g| !g.short);
-        full.chain(&self.grants[j])
+        let live = move |g: &&Grant| g.from == j || g.from + 1 == j && !g.short;
+        self.grants.iter().filter(live)
     }
 
     /// Two workers with live grants that share a task in interval `j`.
@@ -753,7 +768,8 @@ impl<'t> World<'t> {
     /// `j` covers the rest of `j` after its reply, and counts nothing here.
     fn holders(&self, j: usize) -> Vec<Option<usize>> {
         let mut holder = vec![None; TASKS];
-        for g in self.grants[j - 1].iter().filter(|g| !g.short) {
+        let full = |g: &&Grant| g.from + 1 == j && !g.short;
+        for g in self.grants.iter().filter(full) {
             for (t, h) in holder.iter_mut().enumerate() {
                 if g.tasks[t / 64] >> (t % 64) & 1 == 1 {
                     *h = Some(g.worker);
