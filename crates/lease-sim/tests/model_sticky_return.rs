@@ -61,30 +61,51 @@
 //!    sizes of closed `k - 1` and `k - 2`) whose keeper in closed `k - 2`
 //!    is not in set `k - 1` at all. The grant is *short*, live in `k` only,
 //!    if the member's entry in closed `k - 1` is Reserved: it did not
-//!    register in `k - 1`, so nothing keeps it in set `k` for inheritance
-//!    at `k + 1` to respect.
+//!    register in `k - 1`, so if this registration's write is lost no
+//!    reservation keeps it in set `k`, and inheritance at `k + 1` takes its
+//!    position.
 //! 4. **Leaves.** A leave in `k` (anonymous; under a name it removes
 //!    nothing) removes the member from set `k + 1` if it is there (it
 //!    registered in `k`, so set `k` keeps it, and inheritance at `k + 1`
 //!    leaves the position of its grant from `k` alone), and otherwise from
 //!    set `k`. There is no leave record.
 //!
-//! Why that is exclusive, which the searches check: in `k` a live part is
-//! inside its holder's position in closed `k - 2` or inside an inherited
-//! one, whose keeper is absent from set `k - 1`, so it registered in
-//! neither `k - 2` (whose reservation, which no lost write of `k - 1`
-//! removes, would put it there) nor `k - 1` (or its write was lost, and
-//! then its grant from `k - 1` is short): it has no grant live in `k`. In
-//! `k + 1` every full part is inside its holder's position in closed
-//! `k - 1`.
+//! Why that is exclusive, which the searches check. In `j` the live grants
+//! are from `j - 1` (full) and from `j`; each is inside its holder's
+//! position in closed `j - 2` (the first factor of one from `j - 1`, the
+//! second of one from `j`), which is distinct per holder, or, from `j`,
+//! inside an inherited position `q` of closed `j - 2`. Its keeper `h` is in
+//! no entry of set `j - 1`, so `h` has no grant from `j` (no first factor),
+//! and a grant from `j - 1` needs a processed registration in `j - 1` that
+//! left no entry there: its write was lost, and no reservation from
+//! `j - 2` was left. Either `h` has no kept registration in `j - 2` (a
+//! registration's two writes are lost together): then its entry in closed
+//! `j - 2` is Reserved, and its grant from `j - 1` is short, not live in
+//! `j`. Or a leave removed the reservation: a leave in `j - 2`, or in
+//! `j - 1` before registering, ends `h`'s registrations; a leave in
+//! `j - 1` after its registration finds its reservation in set `j` and
+//! removes that one, or, if the failover lost the registration before the
+//! leave executed, finds none and removes `h` from set `j - 1`. That last
+//! case breaks the argument (`Failover::BeforeLaterWrites`, a limit this
+//! file documents); at the end of the interval the failover keeps the
+//! leave's removal from set `j`, which removes nothing.
 //!
-//! The checks: an exhaustive search over every fate of every worker in every
-//! interval (3 workers, anonymous and under member names), the same after a
-//! failover that loses writes in one interval, random runs of larger groups
-//! (some with a lost-writes failover), seven negative controls (each one
-//! deliberately broken rule, which some search must catch), and the
-//! scenario figures that motivate the design, today's rules against it in
-//! the same model.
+//! The checks:
+//! - an exhaustive search over every fate of every worker in every interval
+//!   (3 workers, anonymous and under member names; 4 varied intervals, 5
+//!   with `LEASE_SEARCH_DEEP=1`);
+//! - the same, 3 varied intervals (4 deep), with a failover at the end of
+//!   one of them that loses any subset of its registrations' writes;
+//! - random runs of 4 to 8 workers, half of them with such a failover;
+//! - seven negative controls, each a deliberately broken rule that some
+//!   search must catch (`LEASE_CONTROL_COUNTS=1` counts every control's
+//!   violating runs in every search);
+//! - the limit above, with a hand-checked run and its count;
+//! - the scenario figures that motivate the design, today's rules against
+//!   it in the same model. They count coverage in whole intervals: a task
+//!   is covered in `j` if a full grant from `j - 1` holds it, so a short
+//!   grant from `j`, which covers the rest of `j` after its reply, counts
+//!   nothing there.
 
 use lease_core::ownership::Mapping;
 
@@ -720,13 +741,12 @@ impl<'t> World<'t> {
     }
 
     /// The positions of closed `k - 2` that a grant from `k` to member `m`
-    /// at position `i` of closed `k - 1` inherits. Under jump hash only
-    /// `T(i, n')` meets `T(q, m)` for `q = i` or `q` in `[n', m)`, so those
-    /// are the candidates; a position is inherited if its keeper is in no
-    /// entry of set `k - 1`: it registered in neither `k - 2` (whose
-    /// reservation would be there) nor `k - 1`, so it has no grant live in
-    /// `k` (a lost write of `k - 1` leaves it out of the set only if its
-    /// entry in closed `k - 2` is Reserved, and then its grant is short).
+    /// at position `i` of closed `k - 1` inherits. Under jump hash `T(i, n')`
+    /// meets `T(q, m)` only for `q = i` or `q` in `[n', m)`, so those are
+    /// the candidates. A position is inherited if its keeper is in no entry
+    /// of set `k - 1`: then it has no grant live in `k` (the module's
+    /// argument: after a lost write in `k - 1` its grant from `k - 1` is
+    /// short).
     fn inherited(&self, k: usize, m: usize, i: u32, own: Option<u32>) -> Vec<u32> {
         let (now, before) = (self.closed(k - 1), self.closed(k - 2));
         std::iter::once(i)
