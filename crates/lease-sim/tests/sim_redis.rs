@@ -15,20 +15,29 @@ fn ranked() -> &'static Script {
     Script::for_mode(Mode::Ranked)
 }
 
-/// A ranked registration of `token` in interval `k`.
+/// A ranked registration of `token` in interval `k`: the seven keys and
+/// nine arguments every worker sends (a newcomer's: no position known, no
+/// member name, nothing known of closed `k-2`).
 fn register(verb: &str, script: &str, k: i64, token: &str) -> redis::Cmd {
     let mut cmd = redis::cmd(verb);
     cmd.arg(script)
-        .arg(3)
+        .arg(lease_core::KEY_COUNT)
         .arg(format!("{{g}}:{k}"))
         .arg(format!("{{g}}:{}", k - 1))
         .arg("{g}:rules")
+        .arg("{g}:members")
+        .arg(format!("{{g}}:{}:fillers", k - 1))
+        .arg(format!("{{g}}:{}", k + 1))
+        .arg(format!("{{g}}:{}", k - 2))
         .arg(L)
-        .arg(3 * L)
+        .arg(5 * L)
         .arg(k)
-        .arg("1:1000:ranked:modulo")
+        .arg("3:1000:ranked:modulo")
         .arg(token)
-        .arg("2");
+        .arg("-1")
+        .arg("")
+        .arg("-1")
+        .arg("-1");
     cmd
 }
 
@@ -51,7 +60,11 @@ async fn evalsha_is_noscript_until_loaded_and_the_reply_is_the_scripts() {
         .unwrap();
     assert_eq!(
         v,
-        Value::Array([1, k, EPOCH_MS / 1000, 0, -1, 0].map(Value::Int).to_vec())
+        Value::Array(
+            [1, k, EPOCH_MS / 1000, 0, -1, 0, -1, -1, -1]
+                .map(Value::Int)
+                .to_vec()
+        )
     );
     let v = query(&register("EVALSHA", ranked().sha1(), k, "t2"), &mut conn)
         .await
@@ -252,10 +265,11 @@ async fn the_server_clock_follows_tokio_and_steps() {
     assert_eq!(redis.now_us() - t0, -500_000);
 }
 
-/// The leave script (rule 16) is served like the registration scripts:
-/// `NOSCRIPT` until loaded, then `EVALSHA` runs `SimStore::execute_leave`
-/// (here removing t1 from the open set), and bad arguments or a wrong key
-/// count are error replies.
+/// The leave script (rules 16 and 19) is served like the registration
+/// scripts: `NOSCRIPT` until loaded, then `EVALSHA` runs
+/// `SimStore::execute_leave` (here t1, which registered in the open
+/// interval, becomes a left entry there and loses its reservation in the
+/// next), and bad arguments or a wrong key count are error replies.
 #[tokio::test(start_paused = true)]
 async fn the_leave_script_is_served_like_the_registration_scripts() {
     let redis = SimRedis::new(SimRedisConfig::new(1));
@@ -270,19 +284,24 @@ async fn the_leave_script_is_served_like_the_registration_scripts() {
     let request = |verb: &str, script: &str, keys: usize, args: &[&str]| {
         let mut cmd = redis::cmd(verb);
         cmd.arg(script).arg(keys);
-        for key in [format!("{{g}}:{k}"), format!("{{g}}:{}", k + 1)]
-            .into_iter()
-            .chain(["{g}:rules".to_owned()])
-            .take(keys)
-        {
+        let all = [
+            format!("{{g}}:{k}"),
+            format!("{{g}}:{}", k + 1),
+            "{g}:rules".to_owned(),
+            format!("{{g}}:{}", k + 2),
+            format!("{{g}}:{k}:fillers"),
+            format!("{{g}}:{}:fillers", k + 1),
+            format!("{{g}}:{}:fillers", k + 2),
+        ];
+        for key in all.into_iter().take(keys) {
             cmd.arg(key);
         }
         cmd.arg(args);
         cmd
     };
     let (l, c) = (L.to_string(), k.to_string());
-    let args = [l.as_str(), c.as_str(), "1:1000:ranked:modulo", "t1"];
-    let e = query(&request("EVALSHA", leave.sha1(), 3, &args), &mut conn)
+    let args = [l.as_str(), c.as_str(), "3:1000:ranked:modulo", "t1", "-1"];
+    let e = query(&request("EVALSHA", leave.sha1(), 7, &args), &mut conn)
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Server(ServerErrorKind::NoScript));
@@ -293,23 +312,30 @@ async fn the_leave_script_is_served_like_the_registration_scripts() {
         .await
         .unwrap();
     assert_eq!(sha, leave.sha1());
-    let v = query(&request("EVALSHA", leave.sha1(), 3, &args), &mut conn)
+    let v = query(&request("EVALSHA", leave.sha1(), 7, &args), &mut conn)
         .await
         .unwrap();
     assert_eq!(
         v,
         Value::Array([1, k, EPOCH_MS / 1000, 0, 1].map(Value::Int).to_vec())
     );
+    let scores = |key: String| redis.with_store(|s| s.scores(&key));
     assert_eq!(
-        redis.with_store(|s| s.peek(&format!("{{g}}:{k}"))),
-        Some(Peek::Members(vec!["t2".into()]))
+        scores(format!("{{g}}:{k}")),
+        Some(vec![(-1.0, "t1".into()), (1_099_511_627_776.0, "t2".into())]),
+        "t1 present but not counted, t2 a newcomer"
+    );
+    assert_eq!(
+        scores(format!("{{g}}:{}", k + 1)),
+        Some(vec![(1_099_511_627_776.25, "t2".into())]),
+        "only t2's reservation is left"
     );
     // Errors, as for the registration scripts: a believed interval that is
-    // not a number, and two keys instead of three.
-    let bad = [args[0], "x", args[2], args[3]];
+    // not a number, and three keys instead of seven.
+    let bad = [args[0], "x", args[2], args[3], args[4]];
     for cmd in [
-        request("EVAL", leave.source(), 3, &bad),
-        request("EVALSHA", leave.sha1(), 2, &args),
+        request("EVAL", leave.source(), 7, &bad),
+        request("EVALSHA", leave.sha1(), 3, &args),
     ] {
         let e = query(&cmd, &mut conn).await.unwrap_err();
         assert_eq!(
