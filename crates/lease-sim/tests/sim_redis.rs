@@ -322,7 +322,10 @@ async fn the_leave_script_is_served_like_the_registration_scripts() {
     let scores = |key: String| redis.with_store(|s| s.scores(&key));
     assert_eq!(
         scores(format!("{{g}}:{k}")),
-        Some(vec![(-1.0, "t1".into()), (1_099_511_627_776.0, "t2".into())]),
+        Some(vec![
+            (-1.0, "t1".into()),
+            (1_099_511_627_776.0, "t2".into())
+        ]),
         "t1 present but not counted, t2 a newcomer"
     );
     assert_eq!(
