@@ -1,6 +1,7 @@
-//! Rule 16, graceful leave: a cancelled worker removes its token from the
-//! set of the interval open when the request executes, registers no more,
-//! and serves the lease it holds until its deadline minus the drain budget.
+//! Rules 16 and 19, graceful leave: a cancelled worker takes its token out
+//! of the count of the interval open when the request executes (and out of
+//! its reservation in the next), registers no more, and serves the lease it
+//! holds until its deadline minus the drain budget.
 //!
 //! The uniform cancel scenario rarely catches a wrong leave, so the
 //! negative controls use targeted constructions: a newcomer Y
@@ -179,18 +180,25 @@ fn a_leave_that_also_writes_the_closed_set_is_caught() {
     assert!(violating * 2 >= built, "caught in only {violating}/{built}");
 }
 
-/// Negative control (`LeaveSabotage::InsteadClosed`): removing from the closed set
-/// only.
+/// `LeaveSabotage::InsteadClosed`: removing from the closed set only. It
+/// writes a closed set (14) in every run, but rule 19 takes the bite out
+/// of it here: the departed's registration in 14 reserved its place in 15,
+/// which this leave leaves alone, so closed 15 still counts it, every
+/// worker's pair implied by 15 has the old size, and the split of 14 is
+/// never certified by two agreeing intervals (the later readers of 14 see
+/// `(z, n-1)` there and `(z, n)` in 15). With revision 2 (no reservation)
+/// closed 15 lacked the departed and the checker caught 15 runs of 27. A
+/// leave that also writes the closed set (above) is still caught.
 #[test]
-fn a_leave_that_writes_only_the_closed_set_is_caught() {
+fn a_leave_that_writes_only_the_closed_set_is_masked_by_the_reservation() {
     let (built, violating, closed) = tally(
         Construction::Split,
         Some(LeaveSabotage::InsteadClosed),
         || None,
     );
     eprintln!("InsteadClosed, split: caught in {violating}/{built}");
-    assert!(closed > 0);
-    assert!(violating * 3 >= built, "caught in only {violating}/{built}");
+    assert!(closed > 0, "the sabotaged leave writes a closed set");
+    assert_eq!(violating, 0, "caught in {violating}/{built}");
 }
 
 /// Negative control (`LeaveSabotage::ClientNamed`): removing from the interval the
