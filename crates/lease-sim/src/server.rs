@@ -303,7 +303,10 @@ impl Server {
             return err("ERR", "lease's scripts take 3 to 7 keys".into());
         };
         if rest.len() < n + 1 {
-            return err("ERR", "Number of keys can't be greater than number of args".into());
+            return err(
+                "ERR",
+                "Number of keys can't be greater than number of args".into(),
+            );
         }
         let mut text = Vec::with_capacity(rest.len() - 1);
         for arg in &rest[1..] {

@@ -42,7 +42,8 @@ impl SimStore {
         // `tonumber(ARGV[6])`: what does not read as a number counts as a
         // newcomer's -1, as in the script.
         let sent = args.get(5).and_then(|a| lua_number(a)).unwrap_or(-1.0);
-        let (position, entry, size) = self.position_in(keys[1], keys[4], &member, now_us, ttl_ms)?;
+        let (position, entry, size) =
+            self.position_in(keys[1], keys[4], &member, now_us, ttl_ms)?;
         // The server-side carry (rule 15): a member present in k-1 carries
         // its integer position; a returnee ranks after every carried
         // position, by the position it sent; a newcomer last.
@@ -163,12 +164,9 @@ impl SimStore {
             count: -1,
             inherited: Vec::new(),
         };
-        let set2 = match self.keys.get(keys[6]).map(|e| &e.value) {
-            None => None,
-            Some(Value::Set(set)) => Some(set),
-            Some(_) => return Err(StoreError::WrongType),
-        };
-        let len2 = set2.map_or(0, ZSet::len);
+        // Closed k-2 is read (and its type checked) only where the script
+        // reads it: for a pair the worker did not send, and for
+        // inheritance.
         // `tonumber(ARGV[8])`, `tonumber(ARGV[9])`: the worker's own pair in
         // k-2, used only if `own2 >= 0 and m > own2`.
         let own2 = args.get(7).and_then(|a| lua_number(a));
@@ -176,6 +174,8 @@ impl SimStore {
         let (own2, m) = match (own2, m) {
             (Some(o), Some(m)) if o >= 0.0 && m > o => (Some(o), m),
             _ => {
+                let set2 = self.sorted_set(keys[6])?;
+                let len2 = set2.map_or(0, ZSet::len);
                 read.count = len2 as i64;
                 let own = set2.and_then(|set| {
                     let p = carried(set.score(member)?, len2)?;
@@ -193,6 +193,8 @@ impl SimStore {
         if !consistent || (own2 == Some(pos) && (size as f64) >= m) {
             return Ok(read);
         }
+        let set2 = self.sorted_set(keys[6])?;
+        let len2 = set2.map_or(0, ZSet::len);
         read.count = len2 as i64;
         let mut candidates = Vec::with_capacity(CANDIDATES);
         if own2 != Some(pos) {
@@ -208,11 +210,7 @@ impl SimStore {
         let Some(set2) = set2 else {
             return Ok(read);
         };
-        let closed = match self.keys.get(keys[1]).map(|e| &e.value) {
-            None => None,
-            Some(Value::Set(set)) => Some(set),
-            Some(_) => return Err(StoreError::WrongType),
-        };
+        let closed = self.sorted_set(keys[1])?;
         for c in candidates {
             if c >= len2 as f64 {
                 continue;
@@ -229,6 +227,18 @@ impl SimStore {
     }
 }
 
+impl SimStore {
+    /// The sorted set at `key`, `None` when missing (as `ZCARD` and
+    /// `ZSCORE` read a missing key), an error for another type.
+    fn sorted_set(&self, key: &str) -> Result<Option<&ZSet>, StoreError> {
+        match self.keys.get(key).map(|e| &e.value) {
+            None => Ok(None),
+            Some(Value::Set(set)) => Ok(Some(set)),
+            Some(_) => Err(StoreError::WrongType),
+        }
+    }
+}
+
 /// What a registration read of closed `k-2`, as the reply's fields.
 struct OlderRead {
     position: i64,
@@ -240,6 +250,8 @@ struct OlderRead {
 /// there (rule 15), under `sabotage`.
 fn keeper_in(set: &ZSet, score: f64, member: &str, sabotage: PositionSabotage) -> Option<usize> {
     let p = carried(score, set.len())?;
-    let first = set.first_carrying(p as f64).is_some_and(|(_, m)| m == member);
+    let first = set
+        .first_carrying(p as f64)
+        .is_some_and(|(_, m)| m == member);
     keeps(score, set.len(), first, sabotage).then_some(p)
 }

@@ -190,7 +190,11 @@ mod tests {
         assert!(z.add_nx(3.25, "r"));
         assert_eq!(z.first_carrying(3.0), Some((3.25, "r")));
         assert!(z.add(3.0, "s"));
-        assert_eq!(z.first_carrying(3.0), Some((3.0, "s")), "3 sorts before 3.25");
+        assert_eq!(
+            z.first_carrying(3.0),
+            Some((3.0, "s")),
+            "3 sorts before 3.25"
+        );
         // A registration overwrites its own reservation: not an addition.
         assert!(!z.add(3.0, "r"));
         assert_eq!(z.score("r"), Some(3.0));
