@@ -741,3 +741,46 @@ fn the_rules_record_is_written_renewed_and_kept_on_redis() {
         assert!(pttl() <= 100_000, "{mode}: its TTL is not renewed");
     }
 }
+
+/// Rule 15 after a backward step of the server clock (rule 10), where
+/// revision 3 lets a closed set change without growing: a registration's
+/// `ZADD` (no `NX`) overwrites a reservation in a reopened set. Positions
+/// must stay a permutation of the set; the filler cache, checked by its
+/// size only, still holds the fillers' positions of the set before the
+/// change.
+///
+/// Ignored: `ranked.lua` fails it today (the store, which computes every
+/// position from the set, passes): x reads position 1 from the stale
+/// cache while y, now carrying 1 as a registration, keeps 1 (rule 15's
+/// permutation broken). The differential test's reopened intervals leave
+/// such registrations out for that reason.
+#[test]
+#[ignore = "ranked.lua: a filler cache checked by size only outlives a score change that keeps the size"]
+fn a_reopened_set_whose_scores_change_without_growing_keeps_positions_a_permutation() {
+    let server = RedisServer::start().unwrap();
+    let mut store = SimStore::new();
+    let (k, _) = server_now(&server);
+    let (a, x, y) = ("0".repeat(32), "7".repeat(32), "f".repeat(32));
+    let m = k - 5;
+    // m: a and y join (newcomers: fillers 0 and 1 of closed m).
+    assert_eq!(register(&server, &mut store, m, &a), [-1, 0, -1, -1, -1]);
+    assert_eq!(register(&server, &mut store, m, &y), [-1, 0, -1, -1, -1]);
+    // m + 1: a registers (0); x joins; y misses it (its entry there is its
+    // reservation, 2^40 + 0.25).
+    assert_eq!(register(&server, &mut store, m + 1, &a), [0, 2, 1, -1, 0]);
+    assert_eq!(
+        register(&server, &mut store, m + 1, &x),
+        [-1, 2, -1, -1, -1]
+    );
+    // m + 2: x, a filler of closed m + 1 = {a: 0, x: 2^40, y: 2^40 + 0.25},
+    // takes 1 and writes the cache {#: 3, x: 1, y: 2}.
+    assert_eq!(register(&server, &mut store, m + 2, &x), [1, 3, 1, -1, 2]);
+    // The step reopens m + 1: y registers into it, carrying 1 (its
+    // position in closed m). Its score there goes from its reservation's
+    // to 1; the size stays 3, and so does the cache.
+    assert_eq!(register(&server, &mut store, m + 1, &y), [1, 2, 1, -1, 0]);
+    // Closed m + 1 = {a: 0, y: 1, x: 2^40}: y keeps 1 ...
+    assert_eq!(register(&server, &mut store, m + 2, &y), [1, 3, 1, -1, 2]);
+    // ... and x, the only filler, takes 2 (a retry of its registration).
+    assert_eq!(register(&server, &mut store, m + 2, &x), [2, 3, 1, -1, 2]);
+}
