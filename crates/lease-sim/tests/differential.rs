@@ -16,10 +16,10 @@
 //! interval `k` (read from the last `TIME`), so the scripts take exactly
 //! their product paths while `v` advances once a round, sometimes by two or
 //! three (intervals nobody registered in), and after a third of the rounds
-//! the members registered in neither `v - 1` nor `v` register into `v - 1`
-//! again and then into `v`, as after a backward step of the server clock
-//! that reopened `v - 1` (rule 10; this is what carries one position to two
-//! members of a set, rule 15's duplicate clause). The store runs each
+//! the members in neither `v - 1` nor `v` (not even reserved) register into
+//! `v - 1` again and then into `v`, as after a backward step of the server
+//! clock that reopened `v - 1` (rule 10; this is what carries one position
+//! to two members of a set, rule 15's duplicate clause). The store runs each
 //! operation at the time the server's reply carries (`sec`, `usec`), so
 //! both compute the same `k`; requests with intervals of 1 ms, 7 ms, 1 s and
 //! 300 s compare that computation where the server's own interval moves
