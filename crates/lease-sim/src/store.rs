@@ -144,7 +144,8 @@ impl SimStore {
     /// returns the script's reply. `Arrival` reads the first three keys;
     /// `Ranked` takes all [`lease_core::KEY_COUNT`] (as the script does, it
     /// answers a refusal or a wrong-interval reply before it looks at the
-    /// key count, and fails without writing after).
+    /// key count, and fails after the prelude, whose only write, the rules
+    /// record when it is missing, stays).
     pub fn execute(
         &mut self,
         mode: Mode,
@@ -185,11 +186,14 @@ impl SimStore {
             .and_then(|a| redis_integer(a))
             .filter(|&t| t > 0)
             .ok_or(StoreError::BadArguments("ttl"))?;
+        // The prelude's last step: the record's first write (kept by Redis
+        // when the counting part then fails).
+        let recorded = self.write_rules_record(rules_key, rules, now_us, ttl_ms);
         if mode == Mode::Ranked && keys.len() < lease_core::KEY_COUNT {
-            // ranked.lua's first line, after the prelude's reads.
+            // ranked.lua's first line, after the whole prelude (its SET of
+            // a missing rules record included).
             return Err(StoreError::KeyCount);
         }
-        let recorded = self.write_rules_record(rules_key, rules, now_us, ttl_ms);
         self.expire(keys[0], now_us);
         self.expire(keys[1], now_us);
         let (status, counted) = match mode {
@@ -560,34 +564,142 @@ mod tests {
     use super::*;
 
     const L: i64 = 300;
+    /// The key TTL a Ranked worker sends (`5L`) and an Arrival one (`3L`).
+    const TTL: i64 = 5 * L;
+    const ARRIVAL_TTL: i64 = 3 * L;
+    const RULES: &str = "3:300:ranked:modulo";
+    const CONSISTENT: &str = "3:300:ranked:consistent";
+    const ARRIVAL: &str = "1:300:arrival:modulo";
 
-    const RULES: &str = "2:300:ranked:modulo";
-
-    fn args(k: i64, extra: &[&str]) -> Vec<String> {
-        let mut v = vec![
-            L.to_string(),
-            (3 * L).to_string(),
-            k.to_string(),
-            RULES.to_owned(),
-        ];
-        v.extend(extra.iter().map(|s| s.to_string()));
-        v
-    }
-
+    /// Server time `ms` into interval `k`, in microseconds.
     fn at(k: i64, ms: i64) -> i64 {
         (k * L + ms) * 1000
+    }
+
+    fn set(k: i64) -> String {
+        format!("{{g}}:{k}")
+    }
+
+    fn fillers(k: i64) -> String {
+        format!("{{g}}:{k}:fillers")
+    }
+
+    /// A registration's seven keys for interval `k`, as a worker sends them.
+    fn keys(k: i64) -> Vec<String> {
+        vec![
+            set(k),
+            set(k - 1),
+            "{g}:rules".into(),
+            "{g}:members".into(),
+            fillers(k - 1),
+            set(k + 1),
+            set(k - 2),
+        ]
+    }
+
+    /// A leave's seven keys naming interval `c`.
+    fn leave_keys(c: i64) -> Vec<String> {
+        vec![
+            set(c),
+            set(c + 1),
+            "{g}:rules".into(),
+            set(c + 2),
+            fillers(c),
+            fillers(c + 1),
+            fillers(c + 2),
+        ]
+    }
+
+    fn refs(keys: &[String]) -> Vec<&str> {
+        keys.iter().map(String::as_str).collect()
+    }
+
+    /// A Ranked registration's nine arguments, anonymous: `[L, 5L, k,
+    /// rules, token, sent, '', older position, older size]`.
+    fn ranked_args(k: i64, rules: &str, token: &str, sent: &str, older: (i64, i64)) -> Vec<String> {
+        vec![
+            L.to_string(),
+            TTL.to_string(),
+            k.to_string(),
+            rules.to_owned(),
+            token.to_owned(),
+            sent.to_owned(),
+            String::new(),
+            older.0.to_string(),
+            older.1.to_string(),
+        ]
+    }
+
+    fn arrival_args(k: i64) -> Vec<String> {
+        vec![
+            L.to_string(),
+            ARRIVAL_TTL.to_string(),
+            k.to_string(),
+            ARRIVAL.to_owned(),
+        ]
+    }
+
+    /// A counted registration of `token` in `k`, `ms` into the interval,
+    /// under `rules` with the older pair `older`: the reply's fields after
+    /// the server time (position and size of `k-1`, registered, position
+    /// and size of `k-2`, inherited positions).
+    fn register_as(
+        s: &mut SimStore,
+        rules: &str,
+        k: i64,
+        ms: i64,
+        token: &str,
+        sent: &str,
+        older: (i64, i64),
+    ) -> Vec<i64> {
+        let r = s
+            .execute(
+                Mode::Ranked,
+                at(k, ms),
+                &refs(&keys(k)),
+                &ranked_args(k, rules, token, sent, older),
+            )
+            .unwrap();
+        assert_eq!(r[..2], [1, k], "{r:?}");
+        r[4..].to_vec()
+    }
+
+    /// [`register_as`] under modulo, with no older pair.
+    fn register(s: &mut SimStore, k: i64, ms: i64, token: &str, sent: &str) -> Vec<i64> {
+        register_as(s, RULES, k, ms, token, sent, (-1, -1))
+    }
+
+    /// The leave script naming `c`, at server time `now_us`.
+    fn leave(s: &mut SimStore, now_us: i64, c: i64, token: &str) -> Vec<i64> {
+        let args = [
+            L.to_string(),
+            c.to_string(),
+            RULES.to_owned(),
+            token.to_owned(),
+        ];
+        s.execute_leave(now_us, &refs(&leave_keys(c)), &args)
+            .unwrap()
+    }
+
+    /// `n` tokens, in ascending (Redis) order.
+    fn tokens(n: usize) -> Vec<String> {
+        (0..n).map(|x| format!("{x:032x}")).collect()
+    }
+
+    fn scored(pairs: &[(f64, &String)]) -> Option<Vec<(f64, String)>> {
+        Some(pairs.iter().map(|(s, m)| (*s, (*m).clone())).collect())
     }
 
     #[test]
     fn wrong_interval_writes_nothing() {
         let mut s = SimStore::new();
         let r = s
-            .execute(
-                Mode::Arrival,
-                at(10, 5),
-                ["{g}:9", "{g}:8", "{g}:rules"],
-                &args(9, &[]),
-            )
+            .execute(Mode::Arrival, at(10, 5), &refs(&keys(9)), &arrival_args(9))
+            .unwrap();
+        assert_eq!(r, vec![0, 10, 3, 5000]);
+        let args = ranked_args(9, RULES, &"a".repeat(32), "-1", (-1, -1));
+        let r = s
+            .execute(Mode::Ranked, at(10, 5), &refs(&keys(9)), &args)
             .unwrap();
         assert_eq!(r, vec![0, 10, 3, 5000]);
         assert!(s.is_empty());
@@ -596,65 +708,109 @@ mod tests {
     #[test]
     fn arrival_counts_by_arrival() {
         let mut s = SimStore::new();
-        let k = ["{g}:10", "{g}:9", "{g}:rules"];
+        // Workers declare seven keys; the script reads the first three.
+        let seven = keys(10);
         let r1 = s
-            .execute(Mode::Arrival, at(10, 1), k, &args(10, &[]))
+            .execute(Mode::Arrival, at(10, 1), &refs(&seven), &arrival_args(10))
             .unwrap();
         let r2 = s
-            .execute(Mode::Arrival, at(10, 2), k, &args(10, &[]))
+            .execute(
+                Mode::Arrival,
+                at(10, 2),
+                &refs(&seven[..3]),
+                &arrival_args(10),
+            )
             .unwrap();
         assert_eq!(r1[4..], [0, -1]);
         assert_eq!(r2[4..], [1, -1]);
-        let k = ["{g}:11", "{g}:10", "{g}:rules"];
         let r3 = s
-            .execute(Mode::Arrival, at(11, 1), k, &args(11, &[]))
+            .execute(
+                Mode::Arrival,
+                at(11, 1),
+                &refs(&keys(11)),
+                &arrival_args(11),
+            )
             .unwrap();
         assert_eq!(r3[4..], [0, 2]);
+        assert_eq!(s.key_names(), ["{g}:10", "{g}:11", "{g}:rules"]);
         // Keys expire 3 intervals after their last write.
-        let k = ["{g}:14", "{g}:13", "{g}:rules"];
-        s.execute(Mode::Arrival, at(14, 10), k, &args(14, &[]))
-            .unwrap();
+        s.execute(
+            Mode::Arrival,
+            at(14, 10),
+            &refs(&keys(14)),
+            &arrival_args(14),
+        )
+        .unwrap();
         assert_eq!(s.peek("{g}:10"), Some(Peek::Counter(2)));
-        s.expire("{g}:10", at(10, 2) + 3 * L * 1000);
+        assert_eq!(s.expires_at("{g}:10"), Some(at(10, 2) + ARRIVAL_TTL * 1000));
+        s.expire("{g}:10", at(10, 2) + ARRIVAL_TTL * 1000);
         assert_eq!(s.peek("{g}:10"), None);
     }
 
+    /// Scores (revision 3): a newcomer `2^40`, a returnee `2^32 + p +
+    /// 0.5`, a member of closed `k-1` its position there; each registration
+    /// also reserves its place in `k+1` with the same score plus 0.25.
     #[test]
-    fn ranked_carries_order_and_ignores_repeats() {
+    fn ranked_carries_order_and_reserves_the_next_interval() {
         let mut s = SimStore::new();
         let (a, b, c) = ("a".repeat(32), "b".repeat(32), "c".repeat(32));
-        let k10 = ["{g}:10", "{g}:9", "{g}:rules"];
-        // Newcomers send -1: ties break by token.
+        // Newcomers (no closed set 9): position -1, size 0, nothing else
+        // read.
         for t in [&c, &a, &b] {
-            let r = s
-                .execute(Mode::Ranked, at(10, 1), k10, &args(10, &[t, "-1"]))
-                .unwrap();
-            assert_eq!(r[4..], [-1, 0]);
+            assert_eq!(register(&mut s, 10, 1, t, "-1"), [-1, 0, -1, -1, -1]);
         }
-        // A repeat changes nothing.
-        s.execute(Mode::Ranked, at(10, 2), k10, &args(10, &[&a, "0.1"]))
-            .unwrap();
+        // A repeat sending the same writes the same score: nothing changes.
+        assert_eq!(register(&mut s, 10, 2, &a, "-1"), [-1, 0, -1, -1, -1]);
         assert_eq!(
-            s.peek("{g}:10"),
-            Some(Peek::Members(vec![a.clone(), b.clone(), c.clone()]))
+            s.scores("{g}:10"),
+            scored(&[(NEWCOMER, &a), (NEWCOMER, &b), (NEWCOMER, &c)])
         );
-        let k11 = ["{g}:11", "{g}:10", "{g}:rules"];
-        // c registers first in 11, yet keeps its carried place: rank 2 of 3.
-        let r = s
-            .execute(Mode::Ranked, at(11, 1), k11, &args(11, &[&c, "0.01"]))
-            .unwrap();
-        assert_eq!(r[4..], [2, 3]);
-        let r = s
-            .execute(Mode::Ranked, at(11, 2), k11, &args(11, &[&a, "0.9"]))
-            .unwrap();
-        assert_eq!(r[4..], [0, 3]);
-        // A newcomer in 11 lands after both.
+        let reserved = NEWCOMER + RESERVED;
+        assert_eq!(
+            s.scores("{g}:11"),
+            scored(&[(reserved, &a), (reserved, &b), (reserved, &c)]),
+            "each reserved its place in 11"
+        );
+        // A repeat sending a position counts as a returnee's: the ZADD (no
+        // NX) rewrites its score in 10, the reservation (NX) stays.
+        assert_eq!(register(&mut s, 10, 3, &a, "0"), [-1, 0, -1, -1, -1]);
+        assert_eq!(
+            s.scores("{g}:10"),
+            scored(&[(RETURNEE + 0.5, &a), (NEWCOMER, &b), (NEWCOMER, &c)])
+        );
+        assert_eq!(
+            s.scores("{g}:11"),
+            scored(&[(reserved, &a), (reserved, &b), (reserved, &c)])
+        );
+        // c registers first in 11. No score of closed 10 carries a position
+        // below 3: all three are fillers and take 0, 1, 2 in the set's
+        // order (a, b, c). Registered (c's entry in 10 is a registration);
+        // closed 9 is read for its older pair: missing, size 0.
+        assert_eq!(register(&mut s, 11, 1, &c, "0.01"), [2, 3, 1, -1, 0]);
+        // The first filler wrote every filler's position, expiring with 10.
+        assert_eq!(
+            s.peek(&fillers(10)),
+            Some(Peek::Fields(vec![
+                ("#".into(), "3".into()),
+                (a.clone(), "0".into()),
+                (b.clone(), "1".into()),
+                (c.clone(), "2".into()),
+            ]))
+        );
+        let created = Some(at(10, 1) + TTL * 1000);
+        assert_eq!(s.expires_at("{g}:10"), created);
+        assert_eq!(s.expires_at(&fillers(10)), created);
+        assert_eq!(register(&mut s, 11, 2, &a, "0.9"), [0, 3, 1, -1, 0]);
+        // A newcomer in 11 lands after both, before b's reservation.
         let d = "0".repeat(32);
-        s.execute(Mode::Ranked, at(11, 3), k11, &args(11, &[&d, "-1"]))
-            .unwrap();
+        assert_eq!(register(&mut s, 11, 3, &d, "-1"), [-1, 3, -1, -1, -1]);
         assert_eq!(
             s.peek("{g}:11"),
-            Some(Peek::Members(vec![a.clone(), c.clone(), d]))
+            Some(Peek::Members(vec![a.clone(), c.clone(), d.clone(), b]))
+        );
+        assert_eq!(
+            s.scores("{g}:12"),
+            scored(&[(0.25, &a), (2.25, &c), (NEWCOMER + RESERVED, &d)])
         );
     }
 
@@ -663,63 +819,67 @@ mod tests {
     /// a returnee and a newcomer fill what is left, in that order.
     #[test]
     fn positions_fill_holes() {
-        let t: Vec<String> = (0..6).map(|x| format!("{x:032x}")).collect();
-        let keys = |k: i64| [format!("{{g}}:{k}"), format!("{{g}}:{}", k - 1)];
+        let t = tokens(6);
         let mut s = SimStore::new();
-        let reg = |s: &mut SimStore, k: i64, tok: &str, sent: &str| {
-            let ks = keys(k);
-            s.execute(
-                Mode::Ranked,
-                at(k, 1),
-                [&ks[0], &ks[1], "{g}:rules"],
-                &args(k, &[tok, sent]),
-            )
-            .unwrap()[4..]
-                .to_vec()
-        };
         for tok in &t[..5] {
-            reg(&mut s, 10, tok, "-1");
+            register(&mut s, 10, 1, tok, "-1");
         }
-        // 11: all five carried; t2 is not there (it left).
-        for tok in [&t[0], &t[1], &t[3], &t[4]] {
-            reg(&mut s, 11, tok, "-1");
-        }
+        // In 11, t2 leaves before registering: its reservation goes. The
+        // others, fillers of closed 10 (all newcomers), take 0..5 in order.
+        assert_eq!(leave(&mut s, at(11, 1), 11, &t[2]), [1, 11, 3, 301_000, 1]);
+        let got: Vec<Vec<i64>> = [0, 1, 3, 4]
+            .iter()
+            .map(|&i| register(&mut s, 11, 2, &t[i], "-1")[..2].to_vec())
+            .collect();
+        assert_eq!(got, [[0, 5], [1, 5], [3, 5], [4, 5]]);
         // Closed 11 has four members: t0, t1, t3 keep 0, 1, 3; t4 (4 >= 4)
         // moves into the hole, 2.
-        let got: Vec<Vec<i64>> = [&t[0], &t[1], &t[3], &t[4]]
+        let got: Vec<Vec<i64>> = [0, 1, 3, 4]
             .iter()
-            .map(|tok| reg(&mut s, 12, tok, "-1"))
+            .map(|&i| register(&mut s, 12, 1, &t[i], "-1")[..2].to_vec())
             .collect();
         assert_eq!(got, [[0, 4], [1, 4], [3, 4], [2, 4]]);
         // In 12 a returnee t2 (last position 2) and a newcomer t5 join.
-        reg(&mut s, 12, &t[2], "2");
-        reg(&mut s, 12, &t[5], "-1");
+        assert_eq!(register(&mut s, 12, 2, &t[2], "2"), [-1, 4, -1, -1, -1]);
+        assert_eq!(register(&mut s, 12, 2, &t[5], "-1"), [-1, 4, -1, -1, -1]);
+        assert_eq!(
+            s.scores("{g}:12"),
+            scored(&[
+                (0.0, &t[0]),
+                (1.0, &t[1]),
+                (2.0, &t[4]),
+                (3.0, &t[3]),
+                (RETURNEE + 2.5, &t[2]),
+                (NEWCOMER, &t[5]),
+            ])
+        );
         // Closed 12 (size 6): the four keep 0..3; the returnee takes 4 and
         // the newcomer 5.
-        let got: Vec<Vec<i64>> = [&t[2], &t[5], &t[4]]
+        let got: Vec<Vec<i64>> = [2, 5, 4]
             .iter()
-            .map(|tok| reg(&mut s, 13, tok, "-1"))
+            .map(|&i| register(&mut s, 13, 1, &t[i], "-1")[..2].to_vec())
             .collect();
         assert_eq!(got, [[4, 6], [5, 6], [2, 6]]);
     }
 
     /// Rule 15's duplicate clause: of two members carrying one position
     /// (two versions of a reopened interval), only the first in the set's
-    /// order keeps it; the later one is a filler, before the fillers with
-    /// scores of the size or more. The expected positions are worked out by
-    /// hand in the comments; `leave_script.rs` checks `ranked.lua` on the
-    /// same set.
+    /// order keeps it, a reservation (`p + 0.25`) carrying `p` as a
+    /// registration does; the later one is a filler, before the fillers
+    /// with scores of the size or more. The expected positions are worked
+    /// out by hand in the comments; `leave_script.rs` checks `ranked.lua`
+    /// on the same set.
     #[test]
     fn of_two_members_carrying_one_position_only_the_first_keeps_it() {
-        let t: Vec<String> = (0..6).map(|x| format!("{x:032x}")).collect();
-        // Size 6, in Redis order: t1 and t3 carry 0, t0 and t2 carry 3, t5
-        // carried 9 (past the size), t4 is a returnee whose last position
-        // was 1.
+        let t = tokens(6);
+        // Size 6, in Redis order: t1 carries 0 and t3 reserved 0; t0 and t2
+        // reserved 3 (a tie, by member); t5 carried 9 (past the size); t4
+        // is a returnee whose last position was 1.
         let set: Vec<(f64, String)> = [
             (0.0, &t[1]),
-            (0.0, &t[3]),
-            (3.0, &t[0]),
-            (3.0, &t[2]),
+            (0.25, &t[3]),
+            (3.25, &t[0]),
+            (3.25, &t[2]),
             (9.0, &t[5]),
             (RETURNEE + 1.5, &t[4]),
         ]
@@ -751,98 +911,135 @@ mod tests {
         );
     }
 
+    /// A set's TTL and the rules record's renewal come from the ZADD that
+    /// creates the set: the first registration's in `k` (and its
+    /// reservation's in `k+1`), then the reservation of each interval's
+    /// first registration, which creates `k+1`.
     #[test]
-    fn only_the_registration_that_creates_the_open_set_renews_ttls() {
+    fn only_the_writes_that_create_a_set_set_ttls() {
         let mut s = SimStore::new();
-        let k = ["{g}:10", "{g}:9", "{g}:rules"];
         let (a, b) = ("a".repeat(32), "b".repeat(32));
-        s.execute(Mode::Ranked, at(10, 1), k, &args(10, &[&a, "-1"]))
-            .unwrap();
-        let set = s.expires_at("{g}:10");
-        let record = s.expires_at("{g}:rules");
-        assert_eq!(set, Some(at(10, 1) + 3 * L * 1000));
-        // Another member and a repeat: neither TTL moves.
-        s.execute(Mode::Ranked, at(10, 50), k, &args(10, &[&b, "-1"]))
-            .unwrap();
-        s.execute(Mode::Ranked, at(10, 60), k, &args(10, &[&a, "-1"]))
-            .unwrap();
-        assert_eq!(s.expires_at("{g}:10"), set);
-        assert_eq!(s.expires_at("{g}:rules"), record);
-        // The next interval's first registration renews the record.
-        let next = ["{g}:11", "{g}:10", "{g}:rules"];
-        s.execute(Mode::Ranked, at(11, 1), next, &args(11, &[&b, "1"]))
-            .unwrap();
-        assert_eq!(s.expires_at("{g}:rules"), Some(at(11, 1) + 3 * L * 1000));
+        register(&mut s, 10, 1, &a, "-1");
+        let created = Some(at(10, 1) + TTL * 1000);
+        assert_eq!(s.expires_at("{g}:10"), created);
+        assert_eq!(
+            s.expires_at("{g}:11"),
+            created,
+            "the reservation created 11"
+        );
+        assert_eq!(s.expires_at("{g}:rules"), created, "written with the TTL");
+        // Another member and a repeat create nothing: no TTL moves.
+        register(&mut s, 10, 50, &b, "-1");
+        register(&mut s, 10, 60, &a, "-1");
+        for key in ["{g}:10", "{g}:11", "{g}:rules"] {
+            assert_eq!(s.expires_at(key), created, "{key}");
+        }
+        // b in 11 (a filler of closed 10: a 0, b 1): its registration
+        // lands in the set a reservation created, which keeps its TTL; its
+        // reservation creates 12, which renews the record.
+        assert_eq!(register(&mut s, 11, 1, &b, "1"), [1, 2, 1, -1, 0]);
+        let renewed = Some(at(11, 1) + TTL * 1000);
+        assert_eq!(s.expires_at("{g}:11"), created);
+        assert_eq!(s.expires_at("{g}:12"), renewed);
+        assert_eq!(s.expires_at("{g}:rules"), renewed);
         // A TTL that is not a positive integer writes nothing.
         for ttl in ["0", "-5", "+5", "007", "1.5", "1234567890123456"] {
-            let mut bad = args(12, &[&a, "0"]);
+            let mut bad = ranked_args(13, RULES, &a, "0", (-1, -1));
             bad[1] = ttl.to_owned();
-            let open = ["{g}:12", "{g}:11", "{g}:rules"];
-            let r = s.execute(Mode::Ranked, at(12, 1), open, &bad);
+            let r = s.execute(Mode::Ranked, at(13, 1), &refs(&keys(13)), &bad);
             assert_eq!(r, Err(StoreError::BadArguments("ttl")), "{ttl}");
-            assert_eq!(s.peek("{g}:12"), None, "{ttl}");
+            assert_eq!(s.peek("{g}:13"), None, "{ttl}");
+            assert_eq!(s.peek("{g}:14"), None, "{ttl}");
         }
+        assert_eq!(s.expires_at("{g}:rules"), renewed);
     }
 
     #[test]
     fn bad_arguments_and_wrong_types_are_errors() {
         let mut s = SimStore::new();
         assert!(
-            s.execute(Mode::Arrival, at(10, 1), ["a", "b", "c"], &[])
+            s.execute(Mode::Arrival, at(10, 1), &["a", "b", "c"], &[])
                 .is_err()
         );
         s.execute(
             Mode::Arrival,
             at(10, 1),
-            ["{g}:10", "{g}:9", "{g}:rules"],
-            &args(10, &[]),
+            &refs(&keys(10)),
+            &arrival_args(10),
         )
         .unwrap();
-        let r = s.execute(
-            Mode::Ranked,
-            at(11, 1),
-            ["{g}:11", "{g}:10", "{g}:rules"],
-            &args(11, &["x", "2"]),
-        );
+        // A Ranked registration (with the recorded rules) reading the
+        // counter of 10 as its closed set.
+        let args = ranked_args(11, ARRIVAL, "x", "2", (-1, -1));
+        let r = s.execute(Mode::Ranked, at(11, 1), &refs(&keys(11)), &args);
         assert_eq!(r, Err(StoreError::WrongType));
+    }
+
+    /// Ranked's registration and the leave script take seven keys: a
+    /// registration with fewer fails after the prelude (a refusal or a
+    /// wrong-interval answer comes first, and the prelude's write of a
+    /// missing rules record stays, as Redis keeps a script's writes before
+    /// an error reply); a leave with fewer fails before anything.
+    #[test]
+    fn fewer_than_seven_keys_is_an_error_after_the_prelude() {
+        let mut s = SimStore::new();
+        let tok = "a".repeat(32);
+        let seven = keys(10);
+        let args = ranked_args(10, RULES, &tok, "-1", (-1, -1));
+        let r = s.execute(Mode::Ranked, at(11, 1), &refs(&seven[..3]), &args);
+        assert_eq!(r, Ok(vec![0, 11, 3, 301_000]), "the wrong interval first");
+        assert!(s.is_empty());
+        let r = s.execute(Mode::Ranked, at(10, 1), &refs(&seven[..3]), &args);
+        assert_eq!(r, Err(StoreError::KeyCount));
+        assert_eq!(s.key_names(), ["{g}:rules"], "the prelude wrote the record");
+        assert_eq!(s.peek("{g}:rules"), Some(Peek::Text(RULES.to_owned())));
+        // Five keys, as revision 2 declared: the same error.
+        let r = s.execute(Mode::Ranked, at(10, 2), &refs(&seven[..5]), &args);
+        assert_eq!(r, Err(StoreError::KeyCount));
+        // Other rules: refused first.
+        let mut other = args.clone();
+        other[3] = "2:300:ranked:modulo".into();
+        let r = s.execute(Mode::Ranked, at(10, 3), &refs(&seven[..3]), &other);
+        assert_eq!(r, Ok(vec![2, 10, 3, 3000, 3, 300, 1, 0]));
+        let leave_args = [L.to_string(), "10".into(), RULES.into(), tok.clone()];
+        let r = s.execute_leave(at(10, 4), &refs(&leave_keys(10)[..3]), &leave_args);
+        assert_eq!(r, Err(StoreError::KeyCount));
+        assert_eq!(s.key_names(), ["{g}:rules"]);
+        // With seven, counted.
+        assert_eq!(register(&mut s, 10, 5, &tok, "-1"), [-1, 0, -1, -1, -1]);
     }
 
     #[test]
     fn other_rules_are_refused_and_write_nothing_until_the_record_expires() {
         let mut s = SimStore::new();
-        let k = ["{g}:10", "{g}:9", "{g}:rules"];
-        s.execute(
-            Mode::Ranked,
-            at(10, 1),
-            k,
-            &args(10, &["a".repeat(32).as_str(), "2"]),
-        )
-        .unwrap();
+        register(&mut s, 10, 1, &"a".repeat(32), "2");
         assert_eq!(s.peek("{g}:rules"), Some(Peek::Text(RULES.to_owned())));
         // A worker at 600 ms: refused, with the recorded rules as integers.
-        let mut other = args(5, &["b".repeat(32).as_str(), "2"]);
-        other[0] = "600".into();
-        other[1] = "1800".into();
-        other[3] = "2:600:ranked:modulo".into();
-        let k5 = ["{g}:5", "{g}:4", "{g}:rules"];
-        let r = s.execute(Mode::Ranked, at(10, 2), k5, &other).unwrap();
+        let b = "b".repeat(32);
+        let other_args = |k: i64| {
+            let mut args = ranked_args(k, "3:600:ranked:modulo", &b, "2", (-1, -1));
+            args[0] = "600".into();
+            args[1] = "3000".into();
+            args
+        };
+        let r = s
+            .execute(Mode::Ranked, at(10, 2), &refs(&keys(5)), &other_args(5))
+            .unwrap();
         assert_eq!(r[0], 2);
-        assert_eq!(r[4..], [2, 300, 1, 0]);
+        assert_eq!(r[4..], [3, 300, 1, 0]);
         assert_eq!(s.peek("{g}:5"), None, "nothing written");
         assert_eq!(s.peek("{g}:rules"), Some(Peek::Text(RULES.to_owned())));
-        // Three intervals of 300 ms after the last matching registration the
+        // 5L (the TTL the first registration wrote it with) after it, the
         // record is gone, and the other rules are recorded instead.
-        let later = at(10, 1) + 3 * L * 1000;
+        let later = at(10, 1) + TTL * 1000;
         let k6 = (later / 1000) / 600;
-        other[2] = k6.to_string();
-        let k6s = [format!("{{g}}:{k6}"), format!("{{g}}:{}", k6 - 1)];
         let r = s
-            .execute(Mode::Ranked, later, [&k6s[0], &k6s[1], "{g}:rules"], &other)
+            .execute(Mode::Ranked, later, &refs(&keys(k6)), &other_args(k6))
             .unwrap();
         assert_eq!(r[0], 1);
         assert_eq!(
             s.peek("{g}:rules"),
-            Some(Peek::Text("2:600:ranked:modulo".into()))
+            Some(Peek::Text("3:600:ranked:modulo".into()))
         );
     }
 
@@ -883,11 +1080,10 @@ mod tests {
         }
         // What is not a number is a newcomer, as in the script.
         let mut s = SimStore::new();
-        let k = ["{g}:10", "{g}:9", "{g}:rules"];
         let tok = "a".repeat(32);
-        s.execute(Mode::Ranked, at(10, 1), k, &args(10, &[&tok, "x"]))
-            .unwrap();
-        assert_eq!(s.scores("{g}:10"), Some(vec![(NEWCOMER, tok)]));
+        register(&mut s, 10, 1, &tok, "x");
+        assert_eq!(s.scores("{g}:10"), scored(&[(NEWCOMER, &tok)]));
+        assert_eq!(s.scores("{g}:11"), scored(&[(NEWCOMER + RESERVED, &tok)]));
     }
 
     #[test]
@@ -902,5 +1098,295 @@ mod tests {
             recorded_fields("9007199254740993:300:ranked:modulo"),
             [9_007_199_254_740_992, 300, 1, 0]
         );
+    }
+
+    /// Rule 19's reservation: a member that misses one interval is still in
+    /// that closed set at its position (its reservation, `p + 0.25`), so
+    /// nobody fills its hole; back, it keeps its position and reads
+    /// registered = 0 (its entry there was only a reservation). One that
+    /// misses two has no place left.
+    #[test]
+    fn a_reservation_keeps_a_member_that_misses_one_interval_at_its_position() {
+        let t = tokens(3);
+        let mut s = SimStore::new();
+        for tok in &t {
+            register(&mut s, 10, 1, tok, "-1");
+        }
+        // 11: fillers of closed 10 take 0, 1, 2; 12: each keeps its own.
+        for (i, tok) in t.iter().enumerate() {
+            assert_eq!(register(&mut s, 11, 1, tok, "-1")[..2], [i as i64, 3]);
+        }
+        for (i, tok) in t.iter().enumerate() {
+            let r = register_as(&mut s, RULES, 12, 1, tok, &i.to_string(), (i as i64, 3));
+            assert_eq!(r, [i as i64, 3, 1, -1, -1]);
+        }
+        // 13: t1 misses its registration; t0 and t2 register (their older
+        // pair, from their reply in 12: position i of 3 in closed 11).
+        for i in [0, 2] {
+            let r = register_as(&mut s, RULES, 13, 1, &t[i], &i.to_string(), (i as i64, 3));
+            assert_eq!(r, [i as i64, 3, 1, -1, -1]);
+        }
+        assert_eq!(
+            s.scores("{g}:13"),
+            scored(&[(0.0, &t[0]), (1.25, &t[1]), (2.0, &t[2])]),
+            "t1's reservation from 12 holds position 1 in 13"
+        );
+        // 14: t1 is back, sending its last position 1 and no older pair
+        // (its last reply is from 12). In closed 13 (size 3) it keeps 1,
+        // through its reservation: registered = 0. Its older pair is read
+        // from closed 12: it keeps 1 there, of 3.
+        assert_eq!(register(&mut s, 14, 1, &t[1], "1"), [1, 3, 0, 1, 3]);
+        // The same through the set's score (no position sent).
+        assert_eq!(register(&mut s, 14, 2, &t[1], "-1"), [1, 3, 0, 1, 3]);
+        assert_eq!(
+            register_as(&mut s, RULES, 14, 3, &t[0], "0", (0, 3)),
+            [0, 3, 1, -1, -1]
+        );
+        // t2 misses 14: its reservation from 13 keeps it in closed 14.
+        assert_eq!(
+            s.scores("{g}:14"),
+            scored(&[(0.0, &t[0]), (1.0, &t[1]), (2.25, &t[2])])
+        );
+        assert_eq!(
+            s.scores("{g}:15"),
+            scored(&[(0.25, &t[0]), (1.25, &t[1])]),
+            "registrations reserve: t2 has no place in 15"
+        );
+        // 15: t1's entry in closed 14 is a registration again.
+        assert_eq!(
+            register_as(&mut s, RULES, 15, 1, &t[1], "1", (1, 3)),
+            [1, 3, 1, -1, -1]
+        );
+        register_as(&mut s, RULES, 15, 1, &t[0], "0", (0, 3));
+        // 16: t2, absent from closed 15, returns as a returnee.
+        assert_eq!(register(&mut s, 16, 1, &t[2], "2"), [-1, 2, -1, -1, -1]);
+        assert_eq!(
+            s.scores("{g}:16").map(|set| set[2].clone()),
+            Some((RETURNEE + 2.5, t[2].clone()))
+        );
+    }
+
+    /// Rule 19's older pair: when a worker does not send its position and
+    /// size in closed `k-2` (or sends what is not one: `position >= 0` and
+    /// `size > position`), the script reads them: the size always, the
+    /// position only a keeper's (a filler's is not in its score). A pair
+    /// sent is trusted (under modulo, nothing more is read).
+    #[test]
+    fn the_older_pair_is_read_from_closed_k_minus_2_when_not_sent() {
+        let t = tokens(3);
+        let mut s = SimStore::new();
+        for tok in &t[..2] {
+            register(&mut s, 10, 1, tok, "-1");
+        }
+        for tok in &t[..2] {
+            register(&mut s, 11, 1, tok, "-1");
+        }
+        // 12: closed 10 holds t0 and t1 as newcomers (fillers): no
+        // position, size 2.
+        assert_eq!(register(&mut s, 12, 1, &t[0], "0"), [0, 2, 1, -1, 2]);
+        assert_eq!(register(&mut s, 12, 1, &t[1], "1"), [1, 2, 1, -1, 2]);
+        assert_eq!(register(&mut s, 12, 1, &t[2], "-1"), [-1, 2, -1, -1, -1]);
+        // 13: closed 11 = {t0: 0, t1: 1}, both keepers.
+        assert_eq!(register(&mut s, 13, 1, &t[0], "0"), [0, 3, 1, 0, 2]);
+        // t2 is a filler of closed 12 (2) and absent from 11.
+        assert_eq!(register(&mut s, 13, 1, &t[2], "-1"), [2, 3, 1, -1, 2]);
+        // Pairs that are not one are read as -1.
+        for older in [(5, 2), (1, 1), (-1, 5), (1, -1)] {
+            let r = register_as(&mut s, RULES, 13, 2, &t[1], "1", older);
+            assert_eq!(r, [1, 3, 1, 1, 2], "{older:?}");
+        }
+        // The right pair (its reply in 12: position 1 of 2), or a wrong
+        // one: trusted, not read.
+        for older in [(1, 2), (0, 2), (7, 9)] {
+            let r = register_as(&mut s, RULES, 13, 3, &t[1], "1", older);
+            assert_eq!(r, [1, 3, 1, -1, -1], "{older:?}");
+        }
+    }
+
+    /// The script reads closed `k-2` only for a pair the worker did not
+    /// send, or for inheritance: a key of another type there fails those
+    /// registrations only (after the writes to `k` and `k+1`, which stay).
+    #[test]
+    fn closed_k_minus_2_is_read_only_when_the_script_reads_it() {
+        let mut s = SimStore::new();
+        let tok = "a".repeat(32);
+        let args = |k: i64, older: (i64, i64)| ranked_args(k, ARRIVAL, &tok, "-1", older);
+        let r = s.execute(Mode::Ranked, at(9, 1), &refs(&keys(9)), &args(9, (-1, -1)));
+        assert_eq!(r.unwrap()[4..], [-1, 0, -1, -1, -1]);
+        // An Arrival counter in 8 (the same rules string).
+        s.execute(Mode::Arrival, at(8, 1), &refs(&keys(8)), &arrival_args(8))
+            .unwrap();
+        let r = s.execute(Mode::Ranked, at(10, 1), &refs(&keys(10)), &args(10, (0, 1)));
+        assert_eq!(r.unwrap()[4..], [0, 1, 1, -1, -1]);
+        let r = s.execute(
+            Mode::Ranked,
+            at(10, 2),
+            &refs(&keys(10)),
+            &args(10, (-1, -1)),
+        );
+        assert_eq!(r, Err(StoreError::WrongType));
+        assert_eq!(s.scores("{g}:11"), scored(&[(0.25, &tok)]));
+    }
+
+    /// Four settled workers under `rules`; `crashed` registers last in 12,
+    /// the others in 13 and 14, sending the older pairs their replies told
+    /// them.
+    fn crash(rules: &str, crashed: usize) -> (SimStore, Vec<String>) {
+        let t = tokens(4);
+        let mut s = SimStore::new();
+        for tok in &t {
+            register_as(&mut s, rules, 10, 1, tok, "-1", (-1, -1));
+        }
+        // 11: fillers of closed 10 take 0..4 (closed 9 missing: size 0).
+        for (i, tok) in t.iter().enumerate() {
+            let r = register_as(&mut s, rules, 11, 1, tok, "-1", (-1, -1));
+            assert_eq!(r, [i as i64, 4, 1, -1, 0]);
+        }
+        for k in 12..=14 {
+            for (i, tok) in t.iter().enumerate() {
+                if k > 12 && i == crashed {
+                    continue;
+                }
+                let r = register_as(&mut s, rules, k, 1, tok, &i.to_string(), (i as i64, 4));
+                // Settled (its own position again, no size shrank): no
+                // inheritance read. In 14 the crashed one still counts in
+                // closed 13, through its reservation.
+                assert_eq!(r, [i as i64, 4, 1, -1, -1], "{k}");
+            }
+        }
+        (s, t)
+    }
+
+    /// Rule 19's inheritance, under jump hash: t1 crashes after registering
+    /// in 12. Its reservation holds position 1 in closed 13; in closed 14 it
+    /// is gone, so in 15 t3 (3 >= 3) fills the hole 1, and inherits
+    /// position 1 of closed 13, whose keeper t1 is not in the set of 14.
+    /// The survivors t0 and t2 see candidate 3 (at or beyond the new size),
+    /// whose keeper t3 is in the set of 14: not inherited.
+    #[test]
+    fn the_filler_of_a_crashed_members_hole_inherits_its_position() {
+        let (mut s, t) = crash(CONSISTENT, 1);
+        assert_eq!(
+            s.scores("{g}:14"),
+            scored(&[(0.0, &t[0]), (2.0, &t[2]), (3.0, &t[3])])
+        );
+        // [position in 14, size, registered, position in 13 (sent, so not
+        // read), size of 13 (read for inheritance), inherited...]
+        assert_eq!(
+            register_as(&mut s, CONSISTENT, 15, 1, &t[0], "0", (0, 4)),
+            [0, 3, 1, -1, 4]
+        );
+        assert_eq!(
+            register_as(&mut s, CONSISTENT, 15, 1, &t[2], "2", (2, 4)),
+            [2, 3, 1, -1, 4]
+        );
+        assert_eq!(
+            register_as(&mut s, CONSISTENT, 15, 1, &t[3], "3", (3, 4)),
+            [1, 3, 1, -1, 4, 1]
+        );
+        // Without its pair, t3 reads it (it kept 3 in closed 13): the same.
+        assert_eq!(
+            register_as(&mut s, CONSISTENT, 15, 2, &t[3], "3", (-1, -1)),
+            [1, 3, 1, 3, 4, 1]
+        );
+        // The negative control: inheriting a present keeper's position.
+        s.sabotage_inheritance(true);
+        assert_eq!(
+            register_as(&mut s, CONSISTENT, 15, 3, &t[0], "0", (0, 4)),
+            [0, 3, 1, -1, 4, 3]
+        );
+        s.sabotage_inheritance(false);
+        // Under modulo nothing is inherited, nor is closed 13 read.
+        let (mut s, t) = crash(RULES, 1);
+        assert_eq!(
+            register_as(&mut s, RULES, 15, 1, &t[3], "3", (3, 4)),
+            [1, 3, 1, -1, -1]
+        );
+    }
+
+    /// When the crashed member kept the last position, every survivor
+    /// inherits it (it is at the new size, a candidate for all of them).
+    #[test]
+    fn survivors_inherit_a_crashed_last_members_position() {
+        let (mut s, t) = crash(CONSISTENT, 3);
+        for (i, tok) in t[..3].iter().enumerate() {
+            let r = register_as(
+                &mut s,
+                CONSISTENT,
+                15,
+                1,
+                tok,
+                &i.to_string(),
+                (i as i64, 4),
+            );
+            assert_eq!(r, [i as i64, 3, 1, -1, 4, 3], "{i}");
+        }
+    }
+
+    /// Rule 19's leave: a member that registered in the open interval `x`
+    /// (it is in the set of `x+1`) loses only its reservation, and stays
+    /// counted in `x`; one that did not loses its entry in `x` (at most a
+    /// reservation), with that set's filler cache. Closed sets are never
+    /// written, nothing is created.
+    #[test]
+    fn a_leave_removes_the_reservation_after_a_registration_else_the_open_entry() {
+        let t = tokens(2);
+        let mut s = SimStore::new();
+        register(&mut s, 10, 1, &t[0], "-1");
+        register(&mut s, 10, 1, &t[1], "-1");
+        assert_eq!(leave(&mut s, at(10, 5), 10, &t[0]), [1, 10, 3, 5000, 1]);
+        assert_eq!(
+            s.scores("{g}:10"),
+            scored(&[(NEWCOMER, &t[0]), (NEWCOMER, &t[1])]),
+            "t0 registered in 10: it stays"
+        );
+        assert_eq!(
+            s.scores("{g}:11"),
+            scored(&[(NEWCOMER + RESERVED, &t[1])]),
+            "its reservation went"
+        );
+        // t1 leaves in 11 (named 10, executed late), before registering
+        // there: its reservation is its entry in the open 11, and goes (the
+        // set empties: the key is gone). Closed 10 is untouched.
+        assert_eq!(leave(&mut s, at(11, 5), 10, &t[1]), [1, 11, 3, 305_000, 1]);
+        assert_eq!(s.scores("{g}:11"), None);
+        assert_eq!(s.scores("{g}:10").map(|set| set.len()), Some(2));
+        // Again: nothing to remove, nothing created.
+        assert_eq!(leave(&mut s, at(11, 6), 11, &t[1]), [1, 11, 3, 306_000, 0]);
+        assert_eq!(s.key_names(), ["{g}:10", "{g}:rules"]);
+        // Other rules, or an interval neither named: nothing written.
+        let args = [
+            L.to_string(),
+            "10".into(),
+            "3:300:ranked:consistent".into(),
+            t[0].clone(),
+        ];
+        let r = s.execute_leave(at(11, 7), &refs(&leave_keys(10)), &args);
+        assert_eq!(r, Ok(vec![2, 11, 3, 307_000]));
+        assert_eq!(leave(&mut s, at(11, 7), 9, &t[0]), [0, 11, 3, 307_000]);
+        // t0, a filler of closed 10, registers in 11 and writes its cache;
+        // then a backward step of the server clock reopens 10 (rule 10),
+        // and t1 leaves it: not in 11, so its entry in 10 goes, and the
+        // cache computed from 10 with it.
+        assert_eq!(register(&mut s, 11, 8, &t[0], "-1"), [0, 2, 1, -1, 0]);
+        assert!(s.peek(&fillers(10)).is_some());
+        assert_eq!(leave(&mut s, at(10, 9), 10, &t[1]), [1, 10, 3, 9000, 1]);
+        assert_eq!(s.peek(&fillers(10)), None);
+        assert_eq!(s.scores("{g}:10"), scored(&[(NEWCOMER, &t[0])]));
+        assert_eq!(s.closed_set_writes(), 0);
+    }
+
+    /// The negative control of rule 19's leave: removing the open entry and
+    /// the reservation alike takes a member that registered in `x` out of
+    /// `x`.
+    #[test]
+    fn the_open_and_next_sabotage_removes_both() {
+        let t = tokens(1);
+        let mut s = SimStore::new();
+        register(&mut s, 10, 1, &t[0], "-1");
+        s.sabotage_leave(Some(LeaveSabotage::OpenAndNext));
+        assert_eq!(leave(&mut s, at(10, 5), 10, &t[0]), [1, 10, 3, 5000, 1]);
+        assert_eq!(s.scores("{g}:10"), None);
+        assert_eq!(s.scores("{g}:11"), None);
     }
 }

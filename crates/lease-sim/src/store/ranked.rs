@@ -93,9 +93,8 @@ impl SimStore {
         let (score, keeper, size) = match self.keys.get(closed).map(|e| &e.value) {
             None => (None, None, 0),
             Some(Value::Set(set)) => {
-                let score = set.score(member);
                 // A left entry (rule 19) is not counted: no position.
-                let score = score.filter(|&s| s >= 0.0);
+                let score = set.score(member).filter(|&s| s >= 0.0);
                 let keeper = score.map(|score| keeper_in(set, score, member, sabotage));
                 (score, keeper, set.counted())
             }
@@ -166,12 +165,9 @@ impl SimStore {
             count: -1,
             inherited: Vec::new(),
         };
-        let set2 = match self.keys.get(keys[6]).map(|e| &e.value) {
-            None => None,
-            Some(Value::Set(set)) => Some(set),
-            Some(_) => return Err(StoreError::WrongType),
-        };
-        let len2 = set2.map_or(0, ZSet::counted);
+        // Closed k-2 is read (and its type checked) only where the script
+        // reads it: for a pair the worker did not send, and for
+        // inheritance.
         // `tonumber(ARGV[8])`, `tonumber(ARGV[9])`: the worker's own pair in
         // k-2, used only if `own2 >= 0 and m > own2`.
         let own2 = args.get(7).and_then(|a| lua_number(a));
@@ -179,6 +175,8 @@ impl SimStore {
         let (own2, m) = match (own2, m) {
             (Some(o), Some(m)) if o >= 0.0 && m > o => (Some(o), m),
             _ => {
+                let set2 = self.sorted_set(keys[6])?;
+                let len2 = set2.map_or(0, ZSet::counted);
                 read.count = len2 as i64;
                 let own = set2.and_then(|set| {
                     let p = carried(set.score(member)?, len2)?;
@@ -196,6 +194,8 @@ impl SimStore {
         if !consistent || (own2 == Some(pos) && (size as f64) >= m) {
             return Ok(read);
         }
+        let set2 = self.sorted_set(keys[6])?;
+        let len2 = set2.map_or(0, ZSet::counted);
         read.count = len2 as i64;
         let mut candidates = Vec::with_capacity(CANDIDATES);
         if own2 != Some(pos) {
@@ -211,11 +211,7 @@ impl SimStore {
         let Some(set2) = set2 else {
             return Ok(read);
         };
-        let closed = match self.keys.get(keys[1]).map(|e| &e.value) {
-            None => None,
-            Some(Value::Set(set)) => Some(set),
-            Some(_) => return Err(StoreError::WrongType),
-        };
+        let closed = self.sorted_set(keys[1])?;
         for c in candidates {
             if c >= len2 as f64 {
                 continue;
@@ -229,6 +225,18 @@ impl SimStore {
             }
         }
         Ok(read)
+    }
+}
+
+impl SimStore {
+    /// The sorted set at `key`, `None` when missing (as `ZCARD` and
+    /// `ZSCORE` read a missing key), an error for another type.
+    fn sorted_set(&self, key: &str) -> Result<Option<&ZSet>, StoreError> {
+        match self.keys.get(key).map(|e| &e.value) {
+            None => Ok(None),
+            Some(Value::Set(set)) => Ok(Some(set)),
+            Some(_) => Err(StoreError::WrongType),
+        }
     }
 }
 
