@@ -20,37 +20,43 @@
 //!   starts after one from `j - 1` ended still counts as overlapping it.
 //! - Sets, scores and closed positions are rule 15's, revision 3 (below),
 //!   with the jump-hash mapping of task sets (rule 13) over 256 tasks.
-//! - Graceful leaves as revision 3 has them (below); the worker keeps
-//!   serving what it holds.
+//! - Graceful leaves as revision 3 builds them (`leave.lua`, below); the
+//!   worker keeps serving what it holds.
 //! - Member names as rule 18 has them: the set member is the name, and the
 //!   member record lets another incarnation hold the name only two
 //!   intervals after the holder's last registration (before that its
 //!   registration is counted under the name and grants nothing).
-//! - Lost writes: a failover at the end of one interval `f` loses the set
-//!   writes of any subset of the registrations executed in `f` (the entry
-//!   in set `f` and the reservation in set `f + 1`), while their replies
-//!   were processed. Every other write of `f` is kept as it executed (a
-//!   replica replays a script's effects, not the script), and every closed
-//!   set is read after the failover, so it exists in one version. The
-//!   member record is not lost: a record lost alone is rule 18's
-//!   lost-writes limit, outside this model.
+//! - Lost writes: a failover in one interval `f` loses the set writes of
+//!   any subset of the registrations executed in `f` (the entry in set `f`
+//!   and the reservation in set `f + 1`), while their replies were
+//!   processed. It comes either at the end of `f`, every other write of `f`
+//!   kept as it executed (a replica replays a script's effects, not the
+//!   script: a leave's `ZADD XX` lands only on a member that is there), or
+//!   right after the lost registrations, every later write of `f`
+//!   executing on a primary that never had them (a leave after its own
+//!   lost registration finds what was there before it). Every closed set
+//!   is read after the failover, so it exists in one version. The member
+//!   record is not lost: a record lost alone is rule 18's lost-writes
+//!   limit, outside this model.
 //! - No clock steps: those are checked on the real code by `exhaustive.rs`,
 //!   and will be again once this is built.
 //!
 //! The design (`BUILT`; `TODAY` is rules 13, 15 and 16 as built, side by
 //! side):
 //! 1. **Entries and reservations.** Each member's entry in a set is
-//!    *Registered* or *Reserved*. A registration in `k` writes its member
-//!    into set `k` with the score it carries (over a Reserved entry, which
-//!    becomes Registered; a Registered score never changes) and reserves it
-//!    in set `k + 1` with the same score unless it is there (`ZADD NX`). A
-//!    member that misses `k + 1` is still in closed `k + 1`: nobody fills
-//!    its hole, nobody moves. One interval of grace: a reservation writes
-//!    nothing further.
-//! 2. **Positions.** In a set's order a Reserved entry sorts right after a
-//!    Registered one with the same score. The first member whose score
-//!    carries an integer `p` below the size, Registered or Reserved, keeps
-//!    `p` (a *keeper*); the others fill the free positions in order.
+//!    *Registered*, *Reserved* or *Left* (4). A registration in `k` writes
+//!    its member into set `k` with the score it carries (over a Reserved or
+//!    Left entry, which becomes Registered; a Registered score never
+//!    changes) and reserves it in set `k + 1` with the same score unless it
+//!    is there (`ZADD NX`). A member that misses `k + 1` is still in closed
+//!    `k + 1`: nobody fills its hole, nobody moves. One interval of grace:
+//!    a reservation writes nothing further.
+//! 2. **Positions.** Only Registered and Reserved entries are counted: a
+//!    closed set's size is their number, and a Left member has no position.
+//!    In a set's order a Reserved entry sorts right after a Registered one
+//!    with the same score. The first counted member whose score carries an
+//!    integer `p` below the size keeps `p` (a *keeper*); the others fill
+//!    the free positions in order.
 //! 3. **The grant from a reply in `k`**: the first factor is the member's
 //!    pair in closed `k - 1`; the second is the pair the worker's previous
 //!    processed reply implied if that reply was from `k - 1`, and otherwise
@@ -59,50 +65,88 @@
 //!    of at most 8 candidates `q` (the member's position in closed `k - 1`,
 //!    then `[n', m)`, never the second factor's position; `n'` and `m` the
 //!    sizes of closed `k - 1` and `k - 2`) whose keeper in closed `k - 2`
-//!    is not in set `k - 1` at all. The grant is *short*, live in `k` only,
+//!    is not in set `k - 1` at all (a Left entry is in it). The grant is
+//!    *short*, live in `k` only,
 //!    if the member's entry in closed `k - 1` is Reserved: it did not
 //!    register in `k - 1`, so if this registration's write is lost no
 //!    reservation keeps it in set `k`, and inheritance at `k + 1` takes its
 //!    position.
-//! 4. **Leaves.** A leave in `k` (anonymous; under a name it removes
-//!    nothing) removes the member from set `k + 1` if it is there (it
-//!    registered in `k`, so set `k` keeps it, and inheritance at `k + 1`
-//!    leaves the position of its grant from `k` alone), and otherwise from
-//!    set `k`. There is no leave record.
+//! 4. **Leaves** (`leave.lua`). A leave executing in `x` (anonymous; under
+//!    a name it removes nothing) decides from the member's entry in set
+//!    `x`. Registered, or Reserved while the worker processed a reply from
+//!    a registration in `x` (the request carries the interval of its newest
+//!    processed reply: a failover may have lost that registration's
+//!    writes): the entry becomes Left, present but not counted, and the
+//!    member's reservation in set `x + 1`, if any, is removed. Reserved
+//!    otherwise: the entry is removed (its grants end with `x`). Left, or
+//!    no entry: nothing. A registration that executes after the leave (a
+//!    slow one, its reply ignored) writes the member in again as above.
+//!    There is no leave record.
 //!
 //! Why that is exclusive, which the searches check. In `j` the live grants
 //! are from `j - 1` (full) and from `j`; each is inside its holder's
 //! position in closed `j - 2` (the first factor of one from `j - 1`, the
-//! second of one from `j`), which is distinct per holder, or, from `j`,
-//! inside an inherited position `q` of closed `j - 2`. Its keeper `h` is in
-//! no entry of set `j - 1`, so `h` has no grant from `j` (no first factor),
-//! and a grant from `j - 1` needs a processed registration in `j - 1` that
-//! left no entry there: its write was lost, and no reservation from
-//! `j - 2` was left. Either `h` has no kept registration in `j - 2` (a
-//! registration's two writes are lost together): then its entry in closed
-//! `j - 2` is Reserved, and its grant from `j - 1` is short, not live in
-//! `j`. Or a leave removed the reservation: a leave in `j - 2`, or in
-//! `j - 1` before registering, ends `h`'s registrations; a leave in
-//! `j - 1` after its registration finds its reservation in set `j` and
-//! removes that one, or, if the failover lost the registration before the
-//! leave executed, finds none and removes `h` from set `j - 1`. That last
-//! case breaks the argument (`Failover::BeforeLaterWrites`, a limit this
-//! file documents); at the end of the interval the failover keeps the
-//! leave's removal from set `j`, which removes nothing.
+//! second of one from `j`), which is distinct per holder (a Left member has
+//! none, so no grant from `j - 1`), or, from `j`, inside an inherited
+//! position `q` of closed `j - 2`. Its keeper `h` is in no entry of set
+//! `j - 1`, not even a Left one, so `h` has no grant from `j` (no first
+//! factor), and a grant from `j - 1` needs a processed registration in
+//! `j - 1` that left no entry there: its write was lost, and nothing else
+//! kept `h` in set `j - 1`. Either `h` has no kept registration in `j - 2`
+//! (a registration's two writes are lost together): then its entry in
+//! closed `j - 2` is Reserved, and its grant from `j - 1` is short, not
+//! live in `j`. Or a leave removed its reservation from `j - 2`: a leave in
+//! `j - 2`, or in `j - 1` before registering, ends `h`'s processed
+//! registrations; a leave in `j - 1` after its processed registration
+//! there finds the registration (a failover at the end of `j - 1` comes
+//! after it, and replays its Left entry onto the reservation) or, after a
+//! failover before it, the reservation, and knows it processed a reply
+//! from `j - 1`: either way the entry becomes Left, and `h` stays in set
+//! `j - 1`. A leave that ignored the reply's interval would remove the
+//! reservation (`Broken::LeaveWithoutReplyInterval`, the design before
+//! Left entries, which the search with a failover before the leave
+//! catches), and one that removed the registration instead of leaving a
+//! Left entry (`Broken::LeaveAlsoFromOpenSet`) takes `h` out after any
+//! registration and leave.
 //!
-//! The checks:
+//! The checks (today's rules and revision 3 alike: 0 overlapping runs in
+//! every search):
 //! - an exhaustive search over every fate of every worker in every interval
-//!   (3 workers, anonymous and under member names; 4 varied intervals, 5
-//!   with `LEASE_SEARCH_DEEP=1`);
-//! - the same, 3 varied intervals (4 deep), with a failover at the end of
-//!   one of them that loses any subset of its registrations' writes;
-//! - random runs of 4 to 8 workers, half of them with such a failover;
-//! - seven negative controls, each a deliberately broken rule that some
-//!   search must catch (`LEASE_CONTROL_COUNTS=1` counts every control's
-//!   violating runs in every search);
-//! - the limit above, with a hand-checked run and its count;
-//! - the scenario figures that motivate the design, today's rules against
-//!   it in the same model. They count coverage in whole intervals: a task
+//!   of 3 workers: 4 varied intervals from the first registration (531,441
+//!   runs), and after three settled intervals with every graceful leave of
+//!   worker 0 besides, anonymous and under member names (1,318,761 runs
+//!   each); with `LEASE_SEARCH_DEEP=1` 5 intervals (14,348,907 and twice
+//!   35,783,694 runs);
+//! - after three settled intervals, 3 varied intervals (4 deep) of every
+//!   fate and leave, with a failover in one of them that loses the writes
+//!   of any nonempty subset of its registrations, at the end of the
+//!   interval and right after the lost registrations, anonymous and named:
+//!   four searches of 393,336 runs (15,496,353 deep);
+//! - 4,000 random runs of 4 to 8 workers, half of them under member names,
+//!   half with such a failover (990 at the end, 1,010 before later writes);
+//! - eight negative controls, each a deliberately broken rule that some
+//!   search must catch. `LEASE_CONTROL_COUNTS=1` counts every control's
+//!   violating runs in every search (default depth; `end` and `before` the
+//!   lost-writes searches by placement, `·n` named):
+//!
+//!   | control                   | first  | leaves | named     | end    | end·n   | before | before·n |
+//!   |---------------------------|--------|--------|-----------|--------|---------|--------|----------|
+//!   | InheritFromRegistered     | 1,152  | 56,250 | 0         | 15,674 | 0       | 15,674 | 0        |
+//!   | OneClosedSet              | 57,744 | 24,924 | 10,764    | 0      | 0       | 0      | 0        |
+//!   | SecondFactorFromMemory    | 0      | 11,196 | 972       | 0      | 0       | 0      | 0        |
+//!   | LeaveAlsoFromOpenSet      | 0      | 19,467 | 0         | 5,325  | 0       | 5,325  | 0        |
+//!   | LeaveWithoutReplyInterval | 0      | 0      | 0         | 0      | 0       | 1,971  | 0        |
+//!   | FullGrantFromReservation  | 0      | 0      | 0         | 14,544 | 5,808   | 14,544 | 5,376    |
+//!   | GrantWhileMemberInUse     | 0      | 0      | 1,318,761 | 0      | 393,336 | 0      | 393,336  |
+//!   | TakeOverAfterOneInterval  | 0      | 0      | 319,059   | 0      | 67,446  | 0      | 69,606   |
+//!
+//!   `LeaveWithoutReplyInterval` overlaps in 52,731 of the 15,496,353 runs
+//!   of the deep `before` search;
+//! - a leave after a failover that lost its registration, the run that
+//!   broke the design before Left entries, checked by hand;
+//! - the scenario figures that motivate the design (a missed registration,
+//!   a lost reply, a crash, a graceful leave), today's rules against it in
+//!   the same model. They count coverage in whole intervals: a task
 //!   is covered in `j` if a full grant from `j - 1` holds it, so a short
 //!   grant from `j`, which covers the rest of `j` after its reply, counts
 //!   nothing there.
@@ -165,13 +209,18 @@ enum Score {
 }
 
 /// What a member's entry in a set comes from. The order is the set's: of
-/// two entries with one score, the Registered one comes first.
+/// two counted entries with one score, the Registered one comes first.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 enum Kind {
     /// Its registration in the set's interval.
     Registered,
     /// Its registration in the interval before (`ZADD NX`).
     Reserved,
+    /// Its leave in the set's interval, after it registered there (or
+    /// processed a reply from there): present (inheritance does not take
+    /// its position of the closed set before) but not counted (no
+    /// position, not in the closed set's size). The script's score -1.
+    Left,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -239,10 +288,17 @@ enum Broken {
     /// with the size of closed `k - 2`, without the server saying the
     /// member kept it there.
     SecondFactorFromMemory,
-    /// A leave removes the member from both the open set and the next one,
-    /// so a worker that registered and left is absent from the set of its
-    /// grant, and inheritance takes its position while the grant is live.
+    /// A leave removes a Registered entry (and its reservation) instead of
+    /// making it Left, so a worker that registered and left is absent from
+    /// the set of its grant, and inheritance takes its position while the
+    /// grant is live.
     LeaveAlsoFromOpenSet,
+    /// A leave decides from the member's entry alone, not from the interval
+    /// of the worker's newest processed reply (the design before Left
+    /// entries had it): after a failover that lost its registration, the
+    /// leave finds the reservation from the interval before and removes it,
+    /// and inheritance takes the position of its live grant.
+    LeaveWithoutReplyInterval,
     /// A grant whose first factor is a Reserved entry is live in `k + 1`
     /// too, though nothing keeps its member in set `k` after a lost write.
     FullGrantFromReservation,
@@ -254,11 +310,12 @@ enum Broken {
     TakeOverAfterOneInterval,
 }
 
-const CONTROLS: [Broken; 7] = [
+const CONTROLS: [Broken; 8] = [
     Broken::InheritFromRegistered,
     Broken::OneClosedSet,
     Broken::SecondFactorFromMemory,
     Broken::LeaveAlsoFromOpenSet,
+    Broken::LeaveWithoutReplyInterval,
     Broken::FullGrantFromReservation,
     Broken::GrantWhileMemberInUse,
     Broken::TakeOverAfterOneInterval,
@@ -291,16 +348,16 @@ impl Set {
         self.0[m]
     }
 
+    /// Whether `m` has an entry, a Left one included.
     fn contains(&self, m: usize) -> bool {
         self.0[m].is_some()
     }
 
-    fn len(&self) -> usize {
-        self.0.iter().flatten().count()
-    }
-
-    fn entries(&self) -> impl Iterator<Item = (usize, Entry)> + '_ {
-        (0..MAX_N).filter_map(|m| Some((m, self.0[m]?)))
+    /// The counted entries (`ZCOUNT 0 +inf`): Registered and Reserved.
+    fn counted(&self) -> impl Iterator<Item = (usize, Entry)> + '_ {
+        (0..MAX_N)
+            .filter_map(|m| Some((m, self.0[m]?)))
+            .filter(|(_, e)| e.kind != Kind::Left)
     }
 }
 
@@ -314,7 +371,8 @@ struct Place {
     reserved: bool,
 }
 
-/// A closed set's positions (rule 15, revision 3) and size.
+/// A closed set's positions (rule 15, revision 3) and size, both of its
+/// counted entries: a Left member has no place.
 #[derive(Clone, Copy)]
 struct Closed {
     size: u32,
@@ -326,9 +384,9 @@ struct Closed {
 
 impl Closed {
     fn of(set: &Set) -> Self {
-        let size = set.len() as u32;
+        let size = set.counted().count() as u32;
         let mut order: Vec<(Score, Kind, usize)> =
-            set.entries().map(|(m, e)| (e.score, e.kind, m)).collect();
+            set.counted().map(|(m, e)| (e.score, e.kind, m)).collect();
         order.sort();
         let mut holder = [None; MAX_N];
         let mut place = [None; MAX_N];
@@ -409,18 +467,25 @@ struct Loss {
 }
 
 /// Where in its interval the failover comes; either way every closed set
-/// is read after it.
+/// is read after it. The two differ where a later write of the interval
+/// depends on a lost one: a leave after its own lost registration, and
+/// under a member name another incarnation's registration after a lost
+/// one (it writes what the lost one had written, and that is kept).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Failover {
     /// After every write of the interval: the new primary has the others
     /// as they executed (a replica replays a script's effects), so a leave
-    /// that removed a lost reservation removes nothing there.
+    /// that removed a lost reservation removes nothing there, and its
+    /// Left entry (`ZADD XX`) lands on the member's reservation from the
+    /// interval before, if any.
     AtTheEnd,
     /// Right after each lost registration: every later write of the
     /// interval executes on a primary that never had it, so a leave that
-    /// follows its own lost registration finds no reservation and removes
-    /// the member from the open set. A limit of the design
-    /// (`a_leave_after_a_failover_that_lost_its_registration_can_overlap`).
+    /// follows its own lost registration finds the member's reservation
+    /// from the interval before (or nothing) in the open set, and only the
+    /// interval of the worker's newest processed reply tells it that the
+    /// member registered there
+    /// (`a_leave_after_a_failover_that_lost_its_registration_stays_exclusive`).
     BeforeLaterWrites,
 }
 
@@ -431,6 +496,9 @@ struct Write {
     set: usize,
     member: usize,
     entry: Option<Entry>,
+    /// `ZADD XX` (a leave's Left entry): it changes a member that is there
+    /// and adds none.
+    only_present: bool,
     /// A lost registration's write.
     lost: bool,
 }
@@ -550,7 +618,8 @@ impl<'t> World<'t> {
     /// The new primary has the sets as they were before `k`, with every
     /// write of `k` but the lost ones replayed in order. A leave that
     /// removed a lost reservation removes nothing there, as on a replica
-    /// that never had it.
+    /// that never had it, and its Left entry (`ZADD XX`) lands on the
+    /// member's entry from before `k`, or on nothing.
     fn fail_over(&mut self, k: usize) {
         let Log {
             before: [open, next],
@@ -564,17 +633,15 @@ impl<'t> World<'t> {
     }
 
     fn apply(&mut self, write: Write) {
-        self.sets[write.set].0[write.member] = write.entry;
+        let slot = &mut self.sets[write.set].0[write.member];
+        if slot.is_some() || !write.only_present {
+            *slot = write.entry;
+        }
     }
 
     /// Writes (and, in the failover's interval, logs) one change.
-    fn write(&mut self, set: usize, member: usize, entry: Option<Entry>, lost: bool) {
-        let write = Write {
-            set,
-            member,
-            entry,
-            lost,
-        };
+    fn write(&mut self, write: Write) {
+        let Write { lost, .. } = write;
         let gone_at_once = self
             .loss
             .is_some_and(|l| l.failover == Failover::BeforeLaterWrites);
@@ -588,31 +655,63 @@ impl<'t> World<'t> {
 
     /// A graceful leave executing in `k`. Under a member name it removes
     /// nothing (rule 18: the set member is the name, which a new
-    /// incarnation may carry on).
+    /// incarnation may carry on). Today it removes the member from set `k`.
     fn leave(&mut self, k: usize, w: usize) {
         self.gone[w] = true;
         if self.record.is_some() {
             return;
         }
         let m = self.member[w];
-        // Revision 3: a member in set `k + 1` registered in `k`, and set `k`
-        // must keep it, or inheritance at `k + 1` would take the position
-        // its grant from `k` (live in `k + 1`) is inside. Otherwise its
-        // grants end with `k`, and out of set `k` it is inherited one
-        // interval sooner.
-        let reserved = self.rules.built && self.sets[k + 1].contains(m);
-        if reserved {
-            self.remove(k + 1, m);
-        }
-        if !reserved || self.rules.broken == Some(Broken::LeaveAlsoFromOpenSet) {
+        if !self.rules.built {
             self.remove(k, m);
+            return;
+        }
+        // Revision 3 decides from the member's entry in set `k`. Registered,
+        // or Reserved while the worker processed a reply from `k` (a
+        // failover lost that registration's writes): it may hold a grant
+        // from `k`, live in `k + 1`, inside its position of closed `k - 1`,
+        // so set `k` keeps it present, or inheritance at `k + 1` would take
+        // that position; Left, it is not counted in closed `k`, and out of
+        // set `k + 1` its position of closed `k` is nobody's. Reserved
+        // otherwise: its grants end with `k`, and out of set `k` it is
+        // inherited one interval sooner.
+        let replied = self.workers[w].previous.is_some_and(|(pk, _)| pk == k)
+            && self.rules.broken != Some(Broken::LeaveWithoutReplyInterval);
+        match self.sets[k].get(m) {
+            Some(e) if e.kind == Kind::Registered || e.kind == Kind::Reserved && replied => {
+                if self.rules.broken == Some(Broken::LeaveAlsoFromOpenSet) {
+                    self.remove(k, m);
+                } else {
+                    let entry = Entry {
+                        kind: Kind::Left,
+                        ..e
+                    };
+                    self.write(Write {
+                        set: k,
+                        member: m,
+                        entry: Some(entry),
+                        only_present: true,
+                        lost: false,
+                    });
+                }
+                self.remove(k + 1, m);
+            }
+            Some(e) if e.kind == Kind::Reserved => self.remove(k, m),
+            // Left, or no entry: a repeat changes nothing more.
+            _ => {}
         }
     }
 
     /// `ZREM`: only a removal that removes something is a write.
-    fn remove(&mut self, set: usize, m: usize) {
-        if self.sets[set].contains(m) {
-            self.write(set, m, None, false);
+    fn remove(&mut self, set: usize, member: usize) {
+        if self.sets[set].contains(member) {
+            self.write(Write {
+                set,
+                member,
+                entry: None,
+                only_present: false,
+                lost: false,
+            });
         }
     }
 
@@ -670,21 +769,31 @@ impl<'t> World<'t> {
         state.previous = Some((k, place.map(|p| (p.position, size))));
     }
 
-    /// A registration's writes: its entry in set `k`, over nothing or a
-    /// reservation (a Registered score never changes: `ZADD NX` as today),
-    /// and in revision 3 its reservation in set `k + 1` (`ZADD NX`).
+    /// A registration's writes: its entry in set `k`, over nothing, a
+    /// reservation or a Left entry (a Registered score never changes), and
+    /// in revision 3 its reservation in set `k + 1` (`ZADD NX`).
     fn write_registration(&mut self, k: usize, w: usize, score: Score) {
         let m = self.member[w];
         let lost = self
             .loss
             .is_some_and(|l| l.interval == k && l.workers >> w & 1 == 1);
-        if self.sets[k].get(m).is_none_or(|e| e.kind == Kind::Reserved) {
-            let kind = Kind::Registered;
-            self.write(k, m, Some(Entry { score, kind }), lost);
+        let write = |world: &mut Self, set, kind| {
+            world.write(Write {
+                set,
+                member: m,
+                entry: Some(Entry { score, kind }),
+                only_present: false,
+                lost,
+            });
+        };
+        if self.sets[k]
+            .get(m)
+            .is_none_or(|e| e.kind != Kind::Registered)
+        {
+            write(self, k, Kind::Registered);
         }
         if self.rules.built && !self.sets[k + 1].contains(m) {
-            let kind = Kind::Reserved;
-            self.write(k + 1, m, Some(Entry { score, kind }), lost);
+            write(self, k + 1, Kind::Reserved);
         }
     }
 
@@ -744,9 +853,9 @@ impl<'t> World<'t> {
     /// at position `i` of closed `k - 1` inherits. Under jump hash `T(i, n')`
     /// meets `T(q, m)` only for `q = i` or `q` in `[n', m)`, so those are
     /// the candidates. A position is inherited if its keeper is in no entry
-    /// of set `k - 1`: then it has no grant live in `k` (the module's
-    /// argument: after a lost write in `k - 1` its grant from `k - 1` is
-    /// short).
+    /// of set `k - 1`, a Left one included: then it has no grant live in
+    /// `k` (the module's argument: after a lost write in `k - 1` its grant
+    /// from `k - 1` is short).
     fn inherited(&self, k: usize, m: usize, i: u32, own: Option<u32>) -> Vec<u32> {
         let (now, before) = (self.closed(k - 1), self.closed(k - 2));
         std::iter::once(i)
@@ -1002,23 +1111,25 @@ fn searches() -> [Shape; 3] {
 
 /// After three settled intervals, three varied ones (four with
 /// `LEASE_SEARCH_DEEP=1`, about forty times longer) with every fate, every
-/// leave of worker 0, and a failover at the end of one of them that loses
-/// the writes of any subset of the registrations in it: anonymous and
-/// under member names.
-fn lost_write_searches() -> [Shape; 2] {
-    lost_write_searches_with(Failover::AtTheEnd)
-}
-
-fn lost_write_searches_with(failover: Failover) -> [Shape; 2] {
+/// leave of worker 0, and a failover in one of them that loses the writes
+/// of any subset of the registrations in it: anonymous and under member
+/// names, the failover at the end of the interval, then right after the
+/// lost registrations (before a leave that follows one).
+fn lost_write_searches() -> [Shape; 4] {
     let varied = if deep() { 4 } else { 3 };
-    let shape = |named| Shape {
+    let shape = |named, failover| Shape {
         settled: 3,
         varied,
         leaves: true,
         named,
         lost_writes: Some(failover),
     };
-    [shape(false), shape(true)]
+    [
+        shape(false, Failover::AtTheEnd),
+        shape(true, Failover::AtTheEnd),
+        shape(false, Failover::BeforeLaterWrites),
+        shape(true, Failover::BeforeLaterWrites),
+    ]
 }
 
 #[test]
@@ -1085,21 +1196,24 @@ fn each_broken_rule_is_caught_by_the_search() {
     let table = TaskTable::new();
     let counts = std::env::var_os("LEASE_CONTROL_COUNTS").is_some_and(|v| v == "1");
     let [first, leaves, named] = searches();
-    let [lost, lost_named] = lost_write_searches();
+    let lost = lost_write_searches();
     for broken in CONTROLS {
         let rules = Rules {
             broken: Some(broken),
             ..BUILT
         };
         // Most likely first; a rule of member names shows only under names,
-        // a full grant from a reservation only after lost writes (below).
+        // a full grant from a reservation only after lost writes, and a
+        // leave without the reply's interval only after a failover before
+        // the leave (below).
         let shapes = match broken {
-            _ if counts => vec![first, leaves, named, lost, lost_named],
+            _ if counts => [first, leaves, named].into_iter().chain(lost).collect(),
             Broken::GrantWhileMemberInUse | Broken::TakeOverAfterOneInterval => {
-                vec![named, lost_named]
+                vec![named, lost[1], lost[3]]
             }
-            Broken::FullGrantFromReservation => vec![lost, lost_named],
-            _ => vec![leaves, first, named, lost, lost_named],
+            Broken::FullGrantFromReservation => lost.to_vec(),
+            Broken::LeaveWithoutReplyInterval => vec![lost[2]],
+            _ => [leaves, first, named].into_iter().chain(lost).collect(),
         };
         let mut caught = false;
         for shape in shapes {
@@ -1121,8 +1235,8 @@ fn each_broken_rule_is_caught_by_the_search() {
 /// A grant from a Reserved entry live in `k + 1` overlaps only where its
 /// member is in no entry of set `k` though its registration in `k` was
 /// processed: after a lost write, never otherwise (a leave after a
-/// registration in `k` removes the reservation in `k + 1`, and under a
-/// name nothing). So the plain searches cannot catch
+/// registration in `k` keeps the member in set `k` as a Left entry, and
+/// under a name removes nothing). So the plain searches cannot catch
 /// `Broken::FullGrantFromReservation`, and the lost-writes searches must.
 #[test]
 fn a_full_grant_from_a_reservation_is_caught_only_after_lost_writes() {
@@ -1134,28 +1248,51 @@ fn a_full_grant_from_a_reservation_is_caught_only_after_lost_writes() {
     for shape in searches() {
         assert_eq!(search(rules, &table, shape, true).1, 0, "{shape:?}");
     }
-    let [lost, _] = lost_write_searches();
+    let [lost, ..] = lost_write_searches();
     assert!(search(rules, &table, lost, true).1 > 0);
 }
 
-/// A limit of the design, which no failover at the end of the interval
-/// shows. A worker registers in `f` (its reply processed, so its grant
-/// from `f` lives through `f + 1`), the failover loses that registration,
-/// and then its leave executes on the new primary: it finds no
-/// reservation in set `f + 1` and so removes the member from set `f`, where
-/// the reservation from `f - 1` had kept it. Inheritance at `f + 1` then
-/// takes the position of its live grant. Today's rules have no
-/// inheritance and stay exclusive; without leaves the built design does
-/// too.
+/// A worker registers in `f` (its reply processed, so its grant from `f`
+/// lives through `f + 1`), the failover loses that registration, and then
+/// its leave executes on the new primary. It finds the member's
+/// reservation from `f - 1` in set `f`, not its registration, but the
+/// worker processed a reply from `f`, so the leave makes the entry Left:
+/// present, and nobody inherits the position of the live grant at `f + 1`.
+/// The design before Left entries decided from the entry alone, removed
+/// the reservation, and overlapped (`Broken::LeaveWithoutReplyInterval`,
+/// which only a failover before the leave shows: at the end of the
+/// interval the leave saw the registration).
 #[test]
-fn a_leave_after_a_failover_that_lost_its_registration_can_overlap() {
+fn a_leave_after_a_failover_that_lost_its_registration_stays_exclusive() {
     let table = TaskTable::new();
-    // By hand: three workers settled at 0, 1, 2 of 3 from 2; in 5 worker 0
-    // registers (lost) and leaves. Closed 5 is {1: 1, 2: filler 0}, size
-    // 2. In 6 worker 2 (at 0 of 2, second factor 2 of 3) inherits
-    // candidate 0 of closed 4, whose keeper (worker 0) is in no entry of
-    // set 5: `T(0, 2) ∩ T(0, 3)` = `T(0, 3)`, while worker 0's grant from
-    // 5, `T(0, 3) ∩ T(0, 3)`, is full and live in 6.
+    // By hand: three workers settled at 0, 1, 2 of 3 from 2 (every grant
+    // `T(i, 3)`); in 5 worker 0 registers (lost, its reply processed: its
+    // grant from 5 is `T(0, 3) ∩ T(0, 3)`, full, live in 6) and leaves.
+    // Set 5 then holds worker 0 Reserved (from 4), workers 1 and 2
+    // Registered with scores 1 and 2; set 6 holds workers 1 and 2
+    // Reserved, and nothing of worker 0 (its reservation was lost).
+    // - Built: the leave finds Reserved, but the worker's newest processed
+    //   reply is from 5, so worker 0 becomes Left in set 5 (nothing to take
+    //   out of set 6). Closed 5 counts workers 1 and 2 only, size 2: worker
+    //   1 keeps 1, worker 2 (score 2, out of range) fills 0. In 6 worker 2
+    //   is at 0 of 2 with second factor 2 of 3 (its previous reply); its
+    //   candidates are 0 (its position in closed 5) and `[2, 3)` = 2, its
+    //   own second factor, left out; candidate 0's keeper in closed 4 is
+    //   worker 0, present (Left) in set 5: not inherited. Its grant is
+    //   `T(0, 2) ∩ T(2, 3)`, inside `T(2, 3)`, disjoint from worker 0's
+    //   `T(0, 3)`. Worker 1's is `T(1, 2) ∩ T(1, 3)` (its candidate 1 is
+    //   its own second factor, candidate 2's keeper is worker 2, in set
+    //   5), inside `T(1, 3)`. Worker 0's grant ends with 6.
+    // - At the end of the interval the leave saw the registration
+    //   (Registered), wrote Left and took out the reservation; replayed
+    //   without the lost writes, Left lands on the reservation from 4 (the
+    //   removal finds nothing): the same sets.
+    // - The old leave (`LeaveWithoutReplyInterval`), failover before it:
+    //   Reserved and no reply considered, so it removes worker 0 from set 5.
+    //   Closed 5 is as above, but candidate 0's keeper (worker 0) is in no
+    //   entry of set 5: worker 2 inherits `T(0, 2) ∩ T(0, 3)` = `T(0, 3)`
+    //   (jump hash: `T(0, 3)` is inside `T(0, 2)`) while worker 0's grant
+    //   from 5, `T(0, 3)`, is live in 6.
     let mut fates = vec![vec![Fate::Register; 3]; 5];
     fates[3][0] = Fate::RegisterThenLeave;
     let loss = |failover| Loss {
@@ -1166,25 +1303,31 @@ fn a_leave_after_a_failover_that_lost_its_registration_can_overlap() {
     let members = (&[0, 1, 2][..], false);
     let at_the_end = Some(loss(Failover::AtTheEnd));
     let before_the_leave = Some(loss(Failover::BeforeLaterWrites));
-    assert_eq!(run(BUILT, &table, members, &fates, at_the_end), None);
-    assert_eq!(run(TODAY, &table, members, &fates, before_the_leave), None);
-    assert_eq!(
-        run(BUILT, &table, members, &fates, before_the_leave),
-        Some(6)
-    );
-    // The searches: today none; built, only anonymous runs with a leave.
-    let [anonymous, named] = lost_write_searches_with(Failover::BeforeLaterWrites);
+    let old = Rules {
+        broken: Some(Broken::LeaveWithoutReplyInterval),
+        ..BUILT
+    };
+    for loss in [at_the_end, before_the_leave] {
+        assert_eq!(run(TODAY, &table, members, &fates, loss), None);
+        assert_eq!(run(BUILT, &table, members, &fates, loss), None);
+    }
+    assert_eq!(run(old, &table, members, &fates, at_the_end), None);
+    assert_eq!(run(old, &table, members, &fates, before_the_leave), Some(6));
+    // The searches (the built design's are above): the old leave overlaps
+    // only in anonymous runs with a failover before a leave.
+    let [at_end, at_end_named, before, before_named] = lost_write_searches();
     let without_leaves = Shape {
         leaves: false,
-        ..anonymous
+        ..before
     };
-    for shape in [anonymous, named] {
-        assert_eq!(search(TODAY, &table, shape, false).1, 0, "{shape:?}");
+    let shapes = searches()
+        .into_iter()
+        .chain([at_end, at_end_named, before_named, without_leaves]);
+    for shape in shapes {
+        assert_eq!(search(old, &table, shape, true).1, 0, "{shape:?}");
     }
-    assert_eq!(search(BUILT, &table, named, false).1, 0);
-    assert_eq!(search(BUILT, &table, without_leaves, false).1, 0);
-    let (runs, violating) = search(BUILT, &table, anonymous, false);
-    println!("{anonymous:?}: {violating} of {runs} runs overlap");
+    let (runs, violating) = search(old, &table, before, false);
+    println!("{old:?} {before:?}: {violating} of {runs} runs overlap");
     assert!(violating > 0);
 }
 
@@ -1254,13 +1397,20 @@ fn random_fates(rng: &mut SplitMix, workers: usize, fault: f64) -> Vec<Vec<Fate>
         .collect()
 }
 
-/// A failover at the end of one of the 20 intervals that loses each
-/// worker's registration there with probability 1/2.
+/// A failover in one of the 20 intervals that loses each worker's
+/// registration there with probability 1/2, at the end of the interval or
+/// (as likely) right after the lost registrations.
 fn random_loss(rng: &mut SplitMix, workers: usize) -> Loss {
+    let interval = 2 + (rng.next() % 20) as usize;
+    let bits = rng.next();
     Loss {
-        interval: 2 + (rng.next() % 20) as usize,
-        workers: (rng.next() & ((1 << workers) - 1)) as u32,
-        failover: Failover::AtTheEnd,
+        interval,
+        workers: (bits & ((1 << workers) - 1)) as u32,
+        failover: if bits >> 63 == 0 {
+            Failover::AtTheEnd
+        } else {
+            Failover::BeforeLaterWrites
+        },
     }
 }
 
@@ -1268,7 +1418,7 @@ fn random_loss(rng: &mut SplitMix, workers: usize) -> Loss {
 fn random_groups_of_four_to_eight_stay_exclusive_anonymous_and_named() {
     let table = TaskTable::new();
     let mut rng = SplitMix(2026);
-    let mut failovers = 0;
+    let (mut failovers, mut before_later_writes) = (0, 0);
     for seed in 0..4000u64 {
         let workers = 4 + (seed % 5) as usize;
         let fault = [0.05, 0.2, 0.5][(seed % 3) as usize];
@@ -1285,6 +1435,8 @@ fn random_groups_of_four_to_eight_stay_exclusive_anonymous_and_named() {
         // Half of each kind with a failover that loses writes.
         let loss = ((seed / 2) % 2 == 1).then(|| random_loss(&mut rng, workers));
         failovers += loss.is_some() as u32;
+        before_later_writes +=
+            loss.is_some_and(|l| l.failover == Failover::BeforeLaterWrites) as u32;
         for rules in [TODAY, BUILT] {
             assert_eq!(
                 run(rules, &table, (&members, named), &fates, loss),
@@ -1293,7 +1445,7 @@ fn random_groups_of_four_to_eight_stay_exclusive_anonymous_and_named() {
             );
         }
     }
-    assert_eq!(failovers, 2000);
+    assert_eq!((failovers, before_later_writes), (2000, 1010));
 }
 
 /// What a scenario costs under one set of rules, from interval 6 on (a
@@ -1473,4 +1625,54 @@ fn a_crash_costs_the_survivors_nothing_more_with_sticky_return() {
         [Some(0), None, Some(2), Some(3), Some(1)]
     );
     assert_eq!(built.last_positions, today.last_positions);
+}
+
+/// A graceful leave (worker 1 of 5 registers and leaves in 12): its Left
+/// entry in set 12 keeps its position of closed 11 from being inherited
+/// while its grant from 12 lives, and is not counted, so closed 12 is the
+/// survivors' alone, as today's leave (which removes it) makes it. The
+/// grants are today's: the same tasks move, as soon, and as many wait.
+#[test]
+fn a_graceful_leave_hands_over_as_today_with_sticky_return() {
+    let table = TaskTable::new();
+    let fates = worker_1_of_5(Fate::RegisterThenLeave, |k| k == 12);
+    let today = figures(TODAY, &table, 5, &fates);
+    let built = figures(BUILT, &table, 5, &fates);
+    let share = count(&table.of((1, 5)));
+    let last = count(&table.of((4, 5)));
+    let kept = count(&intersect(table.of((4, 5)), table.of((1, 4))));
+    // By hand. Worker 1's grant from 12, `T(1, 5)`, is full and holds its
+    // share through 13. Closed 12 is {0, 2, 3, 4} either way (today
+    // without worker 1, built with it Left), size 4: worker 4's score 4 is
+    // out of range, so it fills 1. Grants from 13: `T(i, 4) ∩ T(i, 5)` =
+    // `T(i, 5)` for workers 0, 2 and 3, and `T(1, 4) ∩ T(4, 5)` for worker
+    // 4; built, nothing is inherited (worker 1, keeper of 1 in closed 11,
+    // is in set 12 as a Left entry; candidate 4 is worker 4's own second
+    // factor). So through 14 worker 1's share has no holder, nor does
+    // worker 4's old share outside `T(1, 4)`. From 14 everyone's grant is
+    // `T(i, 4)` (built: no candidate, `[4, 4)` is empty, and each own
+    // position is its second factor), which covers every task from 15:
+    // worker 1's share goes to worker 4 (`T(1, 5)` is inside `T(1, 4)`),
+    // worker 4's old share outside `T(1, 4)` to the others.
+    assert_eq!(today.uncovered, share + (last - kept));
+    assert_eq!(today.moved, share + (last - kept));
+    assert_eq!(
+        today.last_positions,
+        [Some(0), None, Some(2), Some(3), Some(1)]
+    );
+    assert_eq!(built, today);
+    // As soon: every task has the same holder in every interval. (The
+    // leave before Left entries kept worker 1 counted in closed 12, so
+    // worker 4 took its share from 14 by inheritance and shed its own
+    // only from 15: the same sums, one interval later.)
+    let holders = |rules| {
+        let mut world = World::new(rules, &table, 5, fates.len() + 2);
+        let mut by_interval = Vec::new();
+        for (i, row) in fates.iter().enumerate() {
+            world.interval(i + 2, row.iter().copied().enumerate());
+            by_interval.push(world.holders(i + 2));
+        }
+        by_interval
+    };
+    assert!(holders(TODAY) == holders(BUILT));
 }
