@@ -24,7 +24,7 @@ impl Verb {
     }
 }
 
-/// One script command to run: `verb script 7 keys[0] .. keys[6] args..`
+/// One script command to run: `verb script 8 keys[0] .. keys[7] args..`
 /// (every request declares [`lease_core::KEY_COUNT`] keys).
 ///
 /// It borrows the worker's buffers only for the call to
@@ -56,7 +56,7 @@ impl<'a> Command<'a> {
 /// [`lease_core::KEY_COUNT`] as the text a command carries.
 const KEY_COUNT_TEXT: &str = "7";
 const _: () = assert!(
-    lease_core::KEY_COUNT == 7,
+    lease_core::KEY_COUNT == 8,
     "KEY_COUNT_TEXT must name KEY_COUNT"
 );
 

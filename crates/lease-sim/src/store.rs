@@ -53,7 +53,7 @@ pub enum StoreError {
     WrongType,
     /// Fewer keys than the script takes (the Ranked registration and the
     /// leave script take [`lease_core::KEY_COUNT`]).
-    #[error("ERR lease: the script takes 7 keys")]
+    #[error("ERR lease: the script takes more keys")]
     KeyCount,
 }
 
@@ -378,11 +378,22 @@ fn is_reserved(score: f64) -> bool {
     frac == RESERVED || frac == 0.5 + RESERVED
 }
 
-/// Whether the member at `rank` of `set` (Redis order), with `score`, is
-/// the first member carrying its position: the one `ZRANGEBYSCORE p
-/// p.25` lists first (scores below `p` all come before it).
+/// A score without its reservation mark (`ranked.lua`'s `base`): positions
+/// order members by base score, ties by member, so a registration that
+/// overwrites its own reservation changes no position.
+fn base(score: f64) -> f64 {
+    if is_reserved(score) {
+        score - RESERVED
+    } else {
+        score
+    }
+}
+
+/// Whether the member at `rank` of `set` (in the order positions use: by
+/// base score, ties by member), with `score`, is the first member carrying
+/// its position (every member with a lower base comes before it).
 fn first_carrying(set: &[(f64, String)], rank: usize, score: f64) -> bool {
-    set.partition_point(|(sc, _)| *sc < score.floor()) == rank
+    set.partition_point(|(sc, _)| base(*sc) < score.floor()) == rank
 }
 
 /// Whether a member with `score` of a set of size `s` keeps the position it
@@ -394,7 +405,8 @@ fn keeps(score: f64, s: usize, first: bool, sabotage: PositionSabotage) -> bool 
 }
 
 /// Rule 15, as `ranked.lua` computes it: the position of `token` in the
-/// closed set `set` (Redis order) of size `s`. The first member carrying a
+/// closed set `set` (its counted members by base score, ties by member) of
+/// size `s`. The first member carrying a
 /// position `p < s` (score `p` or `p + 0.25`) keeps `p`; the others, in the
 /// set's order, take the free positions in ascending order, so the
 /// positions are a permutation of `0..s`. The script tries the position the
@@ -584,7 +596,7 @@ mod tests {
         format!("{{g}}:{k}:fillers")
     }
 
-    /// A registration's seven keys for interval `k`, as a worker sends them.
+    /// A registration's eight keys for interval `k`, as a worker sends them.
     fn keys(k: i64) -> Vec<String> {
         vec![
             set(k),
@@ -594,6 +606,7 @@ mod tests {
             fillers(k - 1),
             set(k + 1),
             set(k - 2),
+            fillers(k),
         ]
     }
 
@@ -607,6 +620,7 @@ mod tests {
             fillers(c),
             fillers(c + 1),
             fillers(c + 2),
+            "{g}:members".into(),
         ]
     }
 
@@ -1323,35 +1337,38 @@ mod tests {
         }
     }
 
-    /// Rule 19's leave: a member that registered in the open interval `x`
-    /// (it is in the set of `x+1`) loses only its reservation, and stays
-    /// counted in `x`; one that did not loses its entry in `x` (at most a
-    /// reservation), with that set's filler cache. Closed sets are never
-    /// written, nothing is created.
+    /// Rule 19's leave, derived by hand: a member that registered in the
+    /// open interval becomes a left entry there (present, not counted) and
+    /// loses its reservation; a member with only a reservation there loses
+    /// it; a member that processed a reply from the open interval is kept
+    /// as a left entry even if its entry there is a reservation (its
+    /// registration may have been lost); a repeat changes nothing more.
     #[test]
-    fn a_leave_removes_the_reservation_after_a_registration_else_the_open_entry() {
-        let t = tokens(2);
+    fn a_leave_leaves_a_left_entry_after_a_registration_else_removes_the_reservation() {
+        let t = tokens(3);
         let mut s = SimStore::new();
         register(&mut s, 10, 1, &t[0], "-1");
         register(&mut s, 10, 1, &t[1], "-1");
         assert_eq!(leave(&mut s, at(10, 5), 10, &t[0]), [1, 10, 3, 5000, 1]);
         assert_eq!(
             s.scores("{g}:10"),
-            scored(&[(NEWCOMER, &t[0]), (NEWCOMER, &t[1])]),
-            "t0 registered in 10: it stays"
+            scored(&[(-1.0, &t[0]), (NEWCOMER, &t[1])]),
+            "t0 registered in 10: a left entry"
         );
         assert_eq!(
             s.scores("{g}:11"),
             scored(&[(NEWCOMER + RESERVED, &t[1])]),
             "its reservation went"
         );
+        // Again (a retry): a left entry changes nothing more.
+        assert_eq!(leave(&mut s, at(10, 6), 10, &t[0]), [1, 10, 3, 6000, 0]);
+        assert_eq!(s.scores("{g}:10").map(|set| set.len()), Some(2));
         // t1 leaves in 11 (named 10, executed late), before registering
-        // there: its reservation is its entry in the open 11, and goes (the
+        // there: its entry in the open 11 is a reservation, and goes (the
         // set empties: the key is gone). Closed 10 is untouched.
         assert_eq!(leave(&mut s, at(11, 5), 10, &t[1]), [1, 11, 3, 305_000, 1]);
         assert_eq!(s.scores("{g}:11"), None);
         assert_eq!(s.scores("{g}:10").map(|set| set.len()), Some(2));
-        // Again: nothing to remove, nothing created.
         assert_eq!(leave(&mut s, at(11, 6), 11, &t[1]), [1, 11, 3, 306_000, 0]);
         assert_eq!(s.key_names(), ["{g}:10", "{g}:rules"]);
         // Other rules, or an interval neither named: nothing written.
@@ -1364,21 +1381,54 @@ mod tests {
         let r = s.execute_leave(at(11, 7), &refs(&leave_keys(10)), &args);
         assert_eq!(r, Ok(vec![2, 11, 3, 307_000]));
         assert_eq!(leave(&mut s, at(11, 7), 9, &t[0]), [0, 11, 3, 307_000]);
-        // t0, a filler of closed 10, registers in 11 and writes its cache;
-        // then a backward step of the server clock reopens 10 (rule 10),
-        // and t1 leaves it: not in 11, so its entry in 10 goes, and the
-        // cache computed from 10 with it.
-        assert_eq!(register(&mut s, 11, 8, &t[0], "-1"), [0, 2, 1, -1, 0]);
-        assert!(s.peek(&fillers(10)).is_some());
-        assert_eq!(leave(&mut s, at(10, 9), 10, &t[1]), [1, 10, 3, 9000, 1]);
-        assert_eq!(s.peek(&fillers(10)), None);
-        assert_eq!(s.scores("{g}:10"), scored(&[(NEWCOMER, &t[0])]));
+        // t2, a newcomer in 11, registers in 12: closed 11 counts it alone
+        // (t1's reservation went), a filler at 0, and it writes the cache
+        // of 11. A backward step of the server clock reopens 11 (rule 10)
+        // and t2's leave runs there: its entry in 11 is a registration, so
+        // it becomes a left entry, and the cache computed from 11 goes.
+        register(&mut s, 11, 8, &t[2], "-1");
+        // Position 0 of 1, registered, nothing of closed 10 kept (t1 is a
+        // newcomer there, counted: the size 1 read for its unknown pair).
+        assert_eq!(register(&mut s, 12, 8, &t[2], "-1"), [0, 1, 1, -1, 1]);
+        assert!(s.peek(&fillers(11)).is_some());
+        assert_eq!(leave(&mut s, at(11, 9), 11, &t[2]), [1, 11, 3, 309_000, 1]);
+        assert_eq!(s.peek(&fillers(11)), None);
+        assert_eq!(s.scores("{g}:11"), scored(&[(-1.0, &t[2])]));
         assert_eq!(s.closed_set_writes(), 0);
+    }
+
+    /// Rule 19: a worker that processed a reply from the open interval
+    /// (`ARGV[5]`) is kept there as a left entry even when its entry is a
+    /// reservation: a failover may have lost its registration, and its
+    /// lease from that interval lives on.
+    #[test]
+    fn a_leave_after_a_processed_reply_keeps_a_reserved_entry_as_left() {
+        let t = tokens(1);
+        let mut s = SimStore::new();
+        register(&mut s, 10, 1, &t[0], "-1");
+        let args = |replied: i64| {
+            [
+                L.to_string(),
+                "11".to_owned(),
+                RULES.to_owned(),
+                t[0].clone(),
+                replied.to_string(),
+            ]
+        };
+        let mut other = s.clone();
+        // No reply from 11 processed: the reservation in 11 goes.
+        let r = other.execute_leave(at(11, 5), &refs(&leave_keys(11)), &args(10));
+        assert_eq!(r, Ok(vec![1, 11, 3, 305_000, 1]));
+        assert_eq!(other.scores("{g}:11"), None);
+        // A reply from 11 processed: a left entry.
+        let r = s.execute_leave(at(11, 5), &refs(&leave_keys(11)), &args(11));
+        assert_eq!(r, Ok(vec![1, 11, 3, 305_000, 1]));
+        assert_eq!(s.scores("{g}:11"), scored(&[(-1.0, &t[0])]));
     }
 
     /// The negative control of rule 19's leave: removing the open entry and
     /// the reservation alike takes a member that registered in `x` out of
-    /// `x`.
+    /// `x` (instead of leaving a left entry).
     #[test]
     fn the_open_and_next_sabotage_removes_both() {
         let t = tokens(1);

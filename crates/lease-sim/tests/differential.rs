@@ -234,12 +234,15 @@ enum Op {
     /// and interval `c`.
     Leave {
         first: i64,
-        /// How many of the seven keys it declares.
+        /// How many of the eight keys it declares.
         keys: usize,
         /// `ARGV[2]`: the interval the caller believes open.
         c: String,
         rules: String,
         token: String,
+        /// `ARGV[5]`: the interval of the caller's newest processed reply
+        /// (rule 19), or not sent.
+        replied: Option<String>,
     },
 }
 
@@ -276,7 +279,7 @@ impl Op {
     fn keys(&self) -> Vec<String> {
         let (mut all, count) = match self {
             Op::Register { v, keys, .. } => (registration_keys(*v), *keys),
-            Op::Named { v, .. } => (registration_keys(*v), 7),
+            Op::Named { v, .. } => (registration_keys(*v), 8),
             Op::Leave { first, keys, .. } => (
                 vec![
                     key(*first),
@@ -286,6 +289,7 @@ impl Op {
                     fillers(*first),
                     fillers(first + 1),
                     fillers(first + 2),
+                    "{g}:members".into(),
                 ],
                 *keys,
             ),
@@ -341,9 +345,15 @@ impl Op {
                 size.clone(),
             ],
             Op::Leave {
-                c, rules, token, ..
+                c,
+                rules,
+                token,
+                replied,
+                ..
             } => {
-                vec![L_MS.to_string(), c.clone(), rules.clone(), token.clone()]
+                let mut args = vec![L_MS.to_string(), c.clone(), rules.clone(), token.clone()];
+                args.extend(replied.clone());
+                args
             }
         }
     }
@@ -378,6 +388,7 @@ fn registration_keys(v: i64) -> Vec<String> {
         fillers(v - 1),
         key(v + 1),
         key(v - 2),
+        fillers(v),
     ]
 }
 
@@ -418,7 +429,11 @@ struct Tally {
     left: u64,
     left_late: u64,
     left_reservation: u64,
-    left_open: u64,
+    /// Registrations into a reopened set that changed their entry's base
+    /// score there and deleted its filler cache (`KEYS[8]`).
+    cache_base_changed: u64,
+    left_marked: u64,
+    left_after_reply: u64,
     /// Leaves of a token in neither set (`removed` = 0).
     left_absent: u64,
     /// Leaves that removed the last member, deleting the set.
@@ -526,9 +541,12 @@ struct Before {
     /// A registration's filler cache of `k-1`: `Some(true)` there and
     /// computed for the set's present size, `Some(false)` for another.
     cache: Option<bool>,
-    /// A leave's: whether the token is in each of its three sets, and
+    /// A registration's: whether the filler cache of `k` (`KEYS[8]`) is
+    /// there (a backward step reopened `k` after it was read closed).
+    open_cache: bool,
+    /// A leave's: the token's score in each of its three sets, and
     /// whether each set's cache is there.
-    in_sets: [bool; 3],
+    scores: [Option<f64>; 3],
     caches: [bool; 3],
 }
 
@@ -555,7 +573,7 @@ fn server_error_kind(e: &redis::RedisError) -> String {
     let detail = e.detail().unwrap_or("");
     if code == "WRONGTYPE" {
         "WRONGTYPE".into()
-    } else if detail.contains("takes 7 keys") {
+    } else if detail.contains(" keys") {
         "ERR keys".into()
     } else if detail.contains("key TTL") {
         "ERR ttl".into()
@@ -695,6 +713,10 @@ impl Harness {
     fn compare_keys(&mut self, real: &[KeyState], dbsize: i64, what: &str) {
         for r in real {
             let s = self.sim_state(&r.name);
+            if r.content != s.content && std::env::var_os("DBGSET").is_some() {
+                let set = r.name.trim_end_matches(":fillers").to_owned();
+                eprintln!("SET {set}: {:?}", self.store.scores(&set));
+            }
             assert_eq!(
                 r.content, s.content,
                 "{}: {what}: key {} differs",
@@ -756,6 +778,12 @@ impl Harness {
         self.tally.flushes += 1;
     }
 
+    /// `member`'s score in the store's set `key`.
+    fn score(&self, key: &str, member: &str) -> Option<f64> {
+        let set = self.store.scores(key)?;
+        set.into_iter().find(|(_, m)| m == member).map(|(s, _)| s)
+    }
+
     /// Whether `member` is in the store's set `key`, and with a
     /// registration's (base) score.
     fn entry(&self, key: &str, member: &str) -> Option<bool> {
@@ -768,7 +796,7 @@ impl Harness {
     fn classify(&self, op: &Op) -> Option<Shape> {
         let Op::Register {
             mode: Mode::Ranked,
-            keys: 7,
+            keys: 8,
             token,
             sent,
             ..
@@ -815,20 +843,22 @@ impl Harness {
             _ => None,
         };
         match op {
-            Op::Leave { token, .. } if keys.len() == 7 => {
+            Op::Leave { token, .. } if keys.len() >= 7 => {
                 for (i, set) in [0, 1, 3].into_iter().enumerate() {
-                    before.in_sets[i] = self.entry(&keys[set], token).is_some();
+                    before.scores[i] = self.score(&keys[set], token);
                     before.caches[i] = hash(&keys[4 + i]).is_some();
                 }
             }
-            Op::Register { keys: 7, .. } | Op::Named { .. } => {
+            Op::Register { keys: 8, .. } | Op::Named { .. } => {
+                // The counted size (rule 19: left entries are not).
                 let size = self
                     .store
                     .scores(&keys[1])
-                    .map_or(0, |s| s.len())
+                    .map_or(0, |s| s.iter().filter(|(sc, _)| *sc >= 0.0).count())
                     .to_string();
                 before.cache =
                     hash(&keys[4]).map(|f| f.iter().any(|(k, v)| k == "#" && *v == size));
+                before.open_cache = hash(&keys[7]).is_some();
             }
             _ => {}
         }
@@ -931,7 +961,7 @@ impl Harness {
     fn sends_its_score(&self, op: &Op) -> bool {
         let Op::Register {
             mode: Mode::Ranked,
-            keys: 7,
+            keys: 8,
             token,
             sent,
             ..
@@ -971,20 +1001,33 @@ impl Harness {
             (0, _) => t.wrong_interval += 1,
             (2, _) => t.refused += 1,
             (1, Op::Leave { .. }) if r[4] == 0 => t.left_absent += 1,
-            (1, Op::Leave { c, .. }) => {
+            (1, Op::Leave { c, replied, .. }) => {
                 t.left += 1;
                 // The open interval is the first named set or the second.
                 let x = usize::from(c.parse() != Ok(r[1]));
                 if x == 1 {
                     t.left_late += 1;
                 }
-                let from = if before.in_sets[x + 1] { x + 1 } else { x };
-                if from == x {
-                    t.left_open += 1;
-                } else {
+                // Rule 19: a reservation (no reply from x) is removed, a
+                // registration (or a reservation after a reply from x)
+                // becomes a left entry and its reservation in x+1 goes.
+                // (A `c` that Lua reads as a number and Rust does not, such
+                // as " 7", names the other set: the token was there.)
+                let Some(score) = before.scores[x].or(before.scores[1 - x]) else {
+                    unreachable!("a leave removed a token from no set");
+                };
+                let replied_open = replied.as_deref() == Some(r[1].to_string().as_str());
+                let from = if is_reserved(score) && !replied_open {
                     t.left_reservation += 1;
-                }
-                if before.caches[from] {
+                    x
+                } else {
+                    t.left_marked += 1;
+                    if is_reserved(score) {
+                        t.left_after_reply += 1;
+                    }
+                    x + 1
+                };
+                if before.caches[x] {
                     t.cache_dropped += 1;
                 }
                 if after[[0, 1, 3][from]].content == Content::Missing {
@@ -1012,6 +1055,9 @@ impl Harness {
                     } => (format!("m:{member}"), *rules, *kind),
                     Op::Leave { .. } => unreachable!(),
                 };
+                if before.open_cache && after[7].content == Content::Missing {
+                    t.cache_base_changed += 1;
+                }
                 if let Op::Named { .. } = op {
                     match r[0] {
                         1 if before.takeover => t.named_takeovers += 1,
@@ -1245,7 +1291,7 @@ fn ranked_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize, rules: &
             let register = |expected: i64, rules: &str, sent: String| Op::Register {
                 mode: Mode::Ranked,
                 v,
-                keys: 7,
+                keys: 8,
                 interval_ms: L_MS,
                 ttl: TTL_MS.to_string(),
                 expected: expected.to_string(),
@@ -1255,12 +1301,22 @@ fn ranked_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize, rules: &
                 older: older.clone(),
                 kind,
             };
+            // The newest reply a leaving worker processed: from the open
+            // interval (it may hold a lease from it), from the one before,
+            // none, or an old caller that sends nothing.
+            let replied = match rng.random_range(0..8) {
+                0..3 => Some(k.to_string()),
+                3..5 => Some((k - 1).to_string()),
+                5..7 => Some("-1".to_owned()),
+                _ => None,
+            };
             let leave = |first: i64, keys: usize, c: String, rules: &str| Op::Leave {
                 first,
                 keys,
                 c,
                 rules: rules.to_owned(),
                 token: m.token.clone(),
+                replied: replied.clone(),
             };
             let op = match extra {
                 None | Some(Extra::Repeat) => register(k, rules, sent),
@@ -1273,7 +1329,7 @@ fn ranked_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize, rules: &
                     if rng.random_bool(0.5) {
                         register(k, &other, sent)
                     } else {
-                        leave(v, 7, k.to_string(), &other)
+                        leave(v, 8, k.to_string(), &other)
                     }
                 }
                 Some(Extra::OtherInterval) => {
@@ -1292,7 +1348,7 @@ fn ranked_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize, rules: &
                 Some(Extra::OtherMode) => Op::Register {
                     mode: Mode::Arrival,
                     v,
-                    keys: [3, 7][rng.random_range(0..2)],
+                    keys: [3, 8][rng.random_range(0..2)],
                     interval_ms: L_MS,
                     ttl: ARRIVAL_TTL_MS.to_string(),
                     expected: k.to_string(),
@@ -1336,7 +1392,7 @@ fn ranked_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize, rules: &
                             } else {
                                 v
                             },
-                            7,
+                            8,
                             odd,
                             rules,
                         ),
@@ -1351,7 +1407,7 @@ fn ranked_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize, rules: &
                         6..9 => (v - 1, k - 1),
                         _ => (v, [k - 2, k + 1][rng.random_range(0..2)]),
                     };
-                    leave(first, 7, c.to_string(), rules)
+                    leave(first, 8, c.to_string(), rules)
                 }
                 Some(Extra::FewKeys) => {
                     // Revision 2 declared five keys; three, the revision
@@ -1360,11 +1416,11 @@ fn ranked_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize, rules: &
                     if rng.random_bool(0.6) {
                         let mut op = register(k, rules, sent);
                         if let Op::Register { keys, .. } = &mut op {
-                            *keys = [3, 5, 6][rng.random_range(0..3)];
+                            *keys = [3, 5, 7][rng.random_range(0..3)];
                         }
                         op
                     } else {
-                        leave(v, [3, 5][rng.random_range(0..2)], k.to_string(), rules)
+                        leave(v, [3, 6][rng.random_range(0..2)], k.to_string(), rules)
                     }
                 }
             };
@@ -1382,7 +1438,7 @@ fn ranked_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize, rules: &
             }
         }
         h.compare_all("after the round");
-        if rng.random_bool(0.35) {
+        if rng.random_bool(0.45) {
             reopen(h, &mut members, v, &mut rng, rules);
         }
         v += if rng.random_bool(0.1) {
@@ -1400,14 +1456,15 @@ fn ranked_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize, rules: &
 }
 
 /// A backward step of the server clock that reopens `v - 1` (rule 10):
-/// the members in neither `v - 1` nor `v` (stalled or cut off through the
-/// step: not even reserved there) register into the reopened `v - 1`, then
-/// into `v`, as a worker that missed both does after the step. (Members
-/// whose entry in `v - 1` is a reservation are left out: their
-/// registration would change the closed set's scores without growing it,
-/// and `ranked.lua`'s filler cache, checked by size only, then answers
-/// from the set it was; see
-/// `leave_script::a_reopened_set_whose_scores_change_without_growing_keeps_positions_a_permutation`.) Members already in `v` carry positions from the first version
+/// the members that registered in neither `v - 1` nor `v` (stalled or cut
+/// off through the step: at most reserved in `v - 1`) register into the
+/// reopened `v - 1`, then into `v`, as a worker that missed both does after
+/// the step. A member whose entry in `v - 1` is a reservation overwrites it
+/// with a registration of another base score: the closed set's scores
+/// change without its size, and the registration deletes its filler cache
+/// (`KEYS[8]`; see
+/// `leave_script::a_reopened_set_whose_scores_change_without_growing_keeps_positions_a_permutation`).
+/// Members already in `v` carry positions from the first version
 /// of `v - 1`, these from the second, and the two can carry one position
 /// twice: a member whose hole in the first version a filler took keeps it
 /// in the second. So closed `v` can hold duplicate positions below its size
@@ -1416,7 +1473,7 @@ fn reopen(h: &mut Harness, members: &mut [Member], v: i64, rng: &mut ChaCha8Rng,
     let late: Vec<usize> = (0..members.len())
         .filter(|&i| {
             let t = &members[i].token;
-            h.entry(&key(v - 1), t).is_none() && h.entry(&key(v), t).is_none()
+            h.entry(&key(v - 1), t) != Some(true) && h.entry(&key(v), t).is_none()
         })
         .collect();
     if late.is_empty() {
@@ -1444,7 +1501,7 @@ fn reopen(h: &mut Harness, members: &mut [Member], v: i64, rng: &mut ChaCha8Rng,
                 Op::Register {
                     mode: Mode::Ranked,
                     v: into,
-                    keys: 7,
+                    keys: 8,
                     interval_ms: L_MS,
                     ttl: TTL_MS.to_string(),
                     expected: k.to_string(),
@@ -1473,10 +1530,11 @@ fn reopen(h: &mut Harness, members: &mut [Member], v: i64, rng: &mut ChaCha8Rng,
         {
             h.play(&[Op::Leave {
                 first: v - 1,
-                keys: 7,
+                keys: 8,
                 c: k.to_string(),
                 rules: rules.to_owned(),
                 token: m.clone(),
+                replied: Some("-1".to_owned()),
             }]);
             h.compare_all("after a leave from the reopened set");
         }
@@ -1494,7 +1552,7 @@ fn reopen(h: &mut Harness, members: &mut [Member], v: i64, rng: &mut ChaCha8Rng,
                 .map(|m| Op::Register {
                     mode: Mode::Ranked,
                     v,
-                    keys: 7,
+                    keys: 8,
                     interval_ms: L_MS,
                     ttl: TTL_MS.to_string(),
                     expected: k.to_string(),
@@ -1622,7 +1680,7 @@ fn named_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize, rules: &'
                     return Op::Register {
                         mode: Mode::Ranked,
                         v,
-                        keys: 7,
+                        keys: 8,
                         interval_ms: L_MS,
                         ttl: TTL_MS.to_string(),
                         expected: k.to_string(),
@@ -1689,7 +1747,7 @@ fn arrival_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize) {
         let k = h.k(L_MS);
         let mut ops = Vec::new();
         for _ in 0..count + rng.random_range(0..=n.div_ceil(4)) {
-            let keys = [3, 7][rng.random_range(0..2)];
+            let keys = [3, 8][rng.random_range(0..2)];
             let register = |expected: i64, rules: &str| Op::Register {
                 mode: Mode::Arrival,
                 v,
@@ -1709,15 +1767,16 @@ fn arrival_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize) {
                 92..96 => register(k, &other_rules(&mut rng, ARRIVAL)),
                 96..98 => Op::Leave {
                     first: v,
-                    keys: 7,
+                    keys: 8,
                     c: k.to_string(),
                     rules: ARRIVAL.to_owned(),
                     token: token(&mut rng),
+                    replied: None,
                 },
                 _ => Op::Register {
                     mode: Mode::Ranked,
                     v,
-                    keys: 7,
+                    keys: 8,
                     interval_ms: L_MS,
                     ttl: TTL_MS.to_string(),
                     expected: k.to_string(),
@@ -1846,7 +1905,14 @@ fn the_store_and_the_scripts_agree_on_every_reply_and_key() {
         ("leaves that removed", t.left),
         ("late leaves that removed", t.left_late),
         ("leaves that removed a reservation", t.left_reservation),
-        ("leaves that removed an open entry", t.left_open),
+        (
+            "leaves that turned a registration into a left entry",
+            t.left_marked,
+        ),
+        (
+            "leaves that kept a reservation as left after a reply",
+            t.left_after_reply,
+        ),
         ("leaves of an absent token", t.left_absent),
         ("leaves that emptied a set", t.left_emptied),
         ("WRONGTYPE errors", errors("WRONGTYPE")),
@@ -1867,6 +1933,10 @@ fn the_store_and_the_scripts_agree_on_every_reply_and_key() {
         ("fillers that wrote the filler cache", t.cache_written),
         ("fillers that found a cache of another size", t.cache_stale),
         ("leaves that deleted a filler cache", t.cache_dropped),
+        (
+            "registrations that changed a base score and deleted a filler cache",
+            t.cache_base_changed,
+        ),
     ] {
         assert!(count >= 5, "only {count} {what}: {t:?}");
     }
@@ -1924,4 +1994,20 @@ fn a_script_that_inherits_a_present_keepers_position_is_caught() {
     let message = difference_with(&source.replace(check, "holder ~= member"), Some(CONSISTENT))
         .expect("the broken script is caught");
     assert!(message.contains("replies differ"), "{message}");
+}
+
+/// The negative control of the cache of `k` (rule 15 under rule 19): a
+/// `ranked.lua` whose registration does not delete the filler cache of the
+/// set it writes when it changes its entry's base score there (a reopened
+/// set whose reservation becomes a registration of another base, the size
+/// unchanged) leaves a cache that answers from the set as it was; the
+/// comparison with the store catches it.
+#[test]
+fn a_script_that_keeps_the_cache_of_a_set_whose_base_scores_changed_is_caught() {
+    let source = Script::for_mode(Mode::Ranked).source();
+    let check = "  redis.call('DEL', KEYS[8])\n";
+    assert!(source.contains(check), "the deletion is in ranked.lua");
+    let message =
+        difference_with(&source.replace(check, "\n"), None).expect("the broken script is caught");
+    assert!(message.contains("differ"), "{message}");
 }

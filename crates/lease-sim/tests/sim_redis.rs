@@ -15,7 +15,7 @@ fn ranked() -> &'static Script {
     Script::for_mode(Mode::Ranked)
 }
 
-/// A ranked registration of `token` in interval `k`: the seven keys and
+/// A ranked registration of `token` in interval `k`: the eight keys and
 /// nine arguments every worker sends (a newcomer's: no position known, no
 /// member name, nothing known of closed `k-2`).
 fn register(verb: &str, script: &str, k: i64, token: &str) -> redis::Cmd {
@@ -29,6 +29,7 @@ fn register(verb: &str, script: &str, k: i64, token: &str) -> redis::Cmd {
         .arg(format!("{{g}}:{}:fillers", k - 1))
         .arg(format!("{{g}}:{}", k + 1))
         .arg(format!("{{g}}:{}", k - 2))
+        .arg(format!("{{g}}:{k}:fillers"))
         .arg(L)
         .arg(5 * L)
         .arg(k)
@@ -292,6 +293,7 @@ async fn the_leave_script_is_served_like_the_registration_scripts() {
             format!("{{g}}:{k}:fillers"),
             format!("{{g}}:{}:fillers", k + 1),
             format!("{{g}}:{}:fillers", k + 2),
+            "{g}:members".to_owned(),
         ];
         for key in all.into_iter().take(keys) {
             cmd.arg(key);
@@ -301,7 +303,7 @@ async fn the_leave_script_is_served_like_the_registration_scripts() {
     };
     let (l, c) = (L.to_string(), k.to_string());
     let args = [l.as_str(), c.as_str(), "3:1000:ranked:modulo", "t1", "-1"];
-    let e = query(&request("EVALSHA", leave.sha1(), 7, &args), &mut conn)
+    let e = query(&request("EVALSHA", leave.sha1(), 8, &args), &mut conn)
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Server(ServerErrorKind::NoScript));
@@ -312,7 +314,7 @@ async fn the_leave_script_is_served_like_the_registration_scripts() {
         .await
         .unwrap();
     assert_eq!(sha, leave.sha1());
-    let v = query(&request("EVALSHA", leave.sha1(), 7, &args), &mut conn)
+    let v = query(&request("EVALSHA", leave.sha1(), 8, &args), &mut conn)
         .await
         .unwrap();
     assert_eq!(
@@ -334,10 +336,10 @@ async fn the_leave_script_is_served_like_the_registration_scripts() {
         "only t2's reservation is left"
     );
     // Errors, as for the registration scripts: a believed interval that is
-    // not a number, and three keys instead of seven.
+    // not a number, and three keys instead of eight.
     let bad = [args[0], "x", args[2], args[3], args[4]];
     for cmd in [
-        request("EVAL", leave.source(), 7, &bad),
+        request("EVAL", leave.source(), 8, &bad),
         request("EVALSHA", leave.sha1(), 3, &args),
     ] {
         let e = query(&cmd, &mut conn).await.unwrap_err();

@@ -5,7 +5,8 @@
 -- KEYS[1], KEYS[2] = P{N}:c, P{N}:(c+1), for the interval c the caller
 -- believes open and the one after it; KEYS[3] = P{N}:rules; KEYS[4] =
 -- P{N}:(c+2); KEYS[5], KEYS[6], KEYS[7] = the filler caches of the three
--- sets, P{N}:c:fillers, P{N}:(c+1):fillers, P{N}:(c+2):fillers.
+-- sets, P{N}:c:fillers, P{N}:(c+1):fillers, P{N}:(c+2):fillers; an eighth
+-- key, if declared (every lease request declares eight), is not touched.
 -- ARGV[1] = interval in ms, ARGV[2] = c, ARGV[3] = the caller's rules
 -- record, ARGV[4] = token, ARGV[5] = the interval of the newest reply to a
 -- registration the caller processed (-1 if none).

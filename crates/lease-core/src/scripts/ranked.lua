@@ -10,6 +10,10 @@
 -- KEYS[6] = P{N}:(k+1), the set the reservation goes into.
 -- KEYS[7] = P{N}:(k-2), read only by a returnee (its position there) and
 --           for inheritance (rule 19).
+-- KEYS[8] = P{N}:k:fillers, the filler cache of the set of k, deleted by a
+--           registration that changes the base score of its member's entry
+--           there (below); it exists only if a backward clock step reopened
+--           k after it was read closed.
 -- ARGV[5] = token (32 hex digits), ARGV[6] = the last position this worker
 --           knows (an integer), or -1 for a newcomer, ARGV[7] = the member
 --           name (rule 18), empty or absent for an anonymous worker,
@@ -36,11 +40,11 @@
 -- below, does not take its position) but not counted: the size of a closed
 -- set is its number of entries with a score of 0 or more (ZCOUNT), and a
 -- left entry has no position.
--- Positions in a closed set of size s: the first member (in the set's
--- order: by score, ties by member) whose score is p or p + 0.25 for an
--- integer p, 0 <= p < s, keeps p (a keeper). Every other member is a
--- filler, and the fillers, in the set's order, take the free positions in
--- ascending order. So the positions are a permutation of 0..s whatever the
+-- Positions in a closed set of size s, over its counted members in the
+-- order of their base scores (the score without a reservation's 0.25),
+-- ties by member: the first member whose base score is an integer p,
+-- 0 <= p < s, keeps p (a keeper). Every other member is a filler, and the
+-- fillers, in that order, take the free positions in ascending order. So the positions are a permutation of 0..s whatever the
 -- scores (two versions of an interval reopened by a backward clock step,
 -- rule 10, can carry one position to two members: only one keeps it).
 -- Reply: {1, k, sec, usec, position in k-1 or -1, size of k-1,
@@ -53,8 +57,8 @@
 -- caller did not know it (ARGV[8] = -1); the size of k-2 whenever the
 -- script read it; the inherited positions only under jump hash (the
 -- caller's rules, ARGV[4], end in ':consistent': it holds task sets).
-if not KEYS[7] then
-  return redis.error_reply('ERR lease: the Ranked script takes 7 keys')
+if not KEYS[8] then
+  return redis.error_reply('ERR lease: the Ranked script takes 8 keys')
 end
 local member = ARGV[5]
 local status = 1
@@ -93,11 +97,76 @@ local function reserved(score)
   local frac = score - math.floor(score)
   return frac == 0.25 or frac == 0.75
 end
--- The keeper of position p in a closed set (the first member whose score is
--- p or p + 0.25), with its score; nil when p has no keeper there.
+-- A score without its reservation mark: positions depend on base scores
+-- only, ties by member, so a registration that overwrites its member's
+-- reservation (score + 0.25 -> score) changes no position of the set, and
+-- a filler cache computed before it stays right (rule 15, below).
+local function base(score)
+  if reserved(score) then
+    return score - 0.25
+  end
+  return score
+end
+-- Whether member a comes before member b as Redis orders equal scores:
+-- bytewise (memcmp, then the shorter first). Lua's own `<` on strings
+-- follows the server's collation locale, which need not be bytewise.
+local function before(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return #a < #b
+end
+-- The keeper of position p in a closed set: of the members whose score is
+-- p or p + 0.25 (one, but after a backward step), the first by member,
+-- with its score; nil when p has no keeper there.
 local function keeper_of(key, p)
-  local first = redis.call('ZRANGEBYSCORE', key, p, p .. '.25', 'WITHSCORES')
-  return first[1], first[2]
+  local all = redis.call('ZRANGEBYSCORE', key, p, p .. '.25', 'WITHSCORES')
+  local first, score = all[1], all[2]
+  for i = 3, #all, 2 do
+    if before(all[i], first) then
+      first, score = all[i], all[i + 1]
+    end
+  end
+  return first, score
+end
+-- The counted members of a closed set (scores of 0 or more) in the order
+-- positions use: by base score, ties by member. Redis orders by score, so
+-- only a run of one base (registrations at b, then reservations at b +
+-- 0.25, each run ordered by member) needs merging: linear.
+local function in_order(key)
+  local all = redis.call('ZRANGEBYSCORE', key, 0, '+inf', 'WITHSCORES')
+  local out = {}
+  local i = 1
+  while i <= #all do
+    local b = base(tonumber(all[i + 1]))
+    local j = i
+    while j + 2 <= #all and base(tonumber(all[j + 3])) == b do
+      j = j + 2
+    end
+    -- all[i..j] (pairs) share base b: registered first, then reserved;
+    -- merge the two runs by member.
+    local split = i
+    while split <= j and not reserved(tonumber(all[split + 1])) do
+      split = split + 2
+    end
+    local a, r = i, split
+    while a < split or r <= j do
+      if r > j or (a < split and before(all[a], all[r])) then
+        out[#out + 1] = all[a]
+        out[#out + 1] = all[a + 1]
+        a = a + 2
+      else
+        out[#out + 1] = all[r]
+        out[#out + 1] = all[r + 1]
+        r = r + 2
+      end
+    end
+    i = j + 2
+  end
+  return out
 end
 -- A filler's position (rule 15), from the filler cache of the closed set
 -- (KEYS[5]): a hash from each filler to its position, with the set's
@@ -107,10 +176,11 @@ end
 -- mass change costs Redis one scan instead of one per filler. The cache is
 -- a memo of a function of the set: it is used only while the set is the
 -- one it was computed from. A closed set changes only if a backward clock
--- step reopens it (rule 10): ZADD then grows it (the size differs from
--- '#'), and the leave script, the only one that removes members, deletes
--- the cache of the set it removes from. A caller that declares no fifth
--- key gets the same positions, computed without the cache.
+-- step reopens it (rule 10): a ZADD then either grows it (the size differs
+-- from '#') or overwrites a member's reservation with its registration,
+-- which changes no base score and so no position; the leave script, the
+-- only one that removes members or turns them into left entries, deletes
+-- the cache of each set it changes.
 local function filler_position(size)
   if KEYS[5] then
     local cached = redis.call('HMGET', KEYS[5], '#', member)
@@ -120,7 +190,7 @@ local function filler_position(size)
   end
   -- The counted members in order: the first carrying each p, 0 <= p < s,
   -- keeps p; the others, in order, take the free positions ascending.
-  local all = redis.call('ZRANGEBYSCORE', KEYS[2], 0, '+inf', 'WITHSCORES')
+  local all = in_order(KEYS[2])
   local kept = {}
   for i = 1, #all, 2 do
     local p = carried(tonumber(all[i + 1]), size)
@@ -239,7 +309,19 @@ local function created(key, added)
     refresh_rules()
   end
 end
-created(KEYS[1], redis.call('ZADD', KEYS[1], text, member))
+local added = redis.call('ZADD', KEYS[1], text, member)
+created(KEYS[1], added)
+-- A set read closed keeps a filler cache (rule 15); it changes afterwards
+-- only if a backward clock step reopens it. Adding a member changes its
+-- size, which the cache checks; overwriting an entry changes no position
+-- as long as its base score stays (the member's own reservation, made by
+-- its registration in k-1 with the base of its entry in closed k-1). Any
+-- other overwrite deletes the cache of k. Known without reading the entry:
+-- in a settled group every registration overwrites its reservation with
+-- the same base.
+if added == 0 and not (entry and not reserved(entry) and base(entry) == score) then
+  redis.call('DEL', KEYS[8])
+end
 -- The reservation (rule 19): the member stays in the set of k+1 with the
 -- score it carries into k, marked (+0.25) as a reservation, unless it is
 -- there already (its own registration in k+1 after a backward step, or an

@@ -33,9 +33,9 @@ pub(super) struct Pending {
 }
 
 /// How many keys every request declares ([`Transmit::keys`]).
-pub const KEY_COUNT: usize = 7;
+pub const KEY_COUNT: usize = 8;
 
-/// A request to send now: `EVALSHA script.sha1() 7 keys[0] .. keys[6]
+/// A request to send now: `EVALSHA script.sha1() 8 keys[0] .. keys[7]
 /// args..` (or `EVAL script.source() ..` after `NOSCRIPT`).
 #[derive(Debug)]
 pub struct Transmit<'a> {
@@ -47,11 +47,13 @@ pub struct Transmit<'a> {
     /// rules record, the group's member record (rule 18; only a
     /// registration under a member name touches it), the filler cache of
     /// `k-1` (rule 15; only a filler touches it), `k+1` (the reservation,
-    /// rule 19) and `k-2` (read by a returnee and for inheritance, rule
-    /// 19). A leave naming `c`: `c`, `c+1`, the rules record, `c+2` and the
-    /// filler caches of `c`, `c+1` and `c+2` (the one of the set it removes
-    /// from is deleted). Every request declares [`KEY_COUNT`] keys, so that
-    /// the key count is fixed (`Arrival` reads only the first three).
+    /// rule 19), `k-2` (read by a returnee and for inheritance, rule 19)
+    /// and the filler cache of `k` (deleted by a registration that changes
+    /// its entry's base score there). A leave naming `c`: `c`, `c+1`, the
+    /// rules record, `c+2`, the filler caches of `c`, `c+1` and `c+2` (each
+    /// set it changes loses its own) and the member record (not touched).
+    /// Every request declares [`KEY_COUNT`] keys, so that the key count is
+    /// fixed (`Arrival` reads only the first three).
     pub keys: [&'a str; KEY_COUNT],
     /// `ARGV`.
     pub args: &'a [String],
@@ -80,7 +82,7 @@ impl Buffers {
     }
 
     /// A registration for interval `k` (rule 2): `KEYS = [k, k-1, rules,
-    /// members, fillers of k-1, k+1, k-2]`, `ARGV = [L, ttl, k, rules,
+    /// members, fillers of k-1, k+1, k-2, fillers of k]`, `ARGV = [L, ttl, k, rules,
     /// identity, last position, member, older position, older size]`
     /// (Arrival sends the first four). A returning worker sends its last
     /// known position (rule 15), a newcomer -1; the member name is empty
@@ -134,7 +136,7 @@ impl Buffers {
     }
 
     /// A leave request (rules 16 and 19): `KEYS = [c, c+1, rules, c+2,
-    /// fillers of c, fillers of c+1, fillers of c+2]`, `ARGV = [L, c,
+    /// fillers of c, fillers of c+1, fillers of c+2, members]`, `ARGV = [L, c,
     /// rules, identity, replied]`, `replied` the interval of the newest
     /// registration reply the worker processed (-1 if none).
     pub(super) fn leave(&mut self, cfg: &Config, c: u64, identity: Identity, replied: Option<u64>) {
@@ -144,6 +146,7 @@ impl Buffers {
         write_fillers_key(&mut self.keys[4], &cfg.prefix, &cfg.name, c);
         write_fillers_key(&mut self.keys[5], &cfg.prefix, &cfg.name, c + 1);
         write_fillers_key(&mut self.keys[6], &cfg.prefix, &cfg.name, c + 2);
+        crate::script::write_members_key(&mut self.keys[7], &cfg.prefix, &cfg.name);
         let replied = replied.map_or(-1, |k| i64::try_from(k).unwrap_or(i64::MAX));
         let values: [&dyn Display; 5] =
             [&cfg.interval_ms, &c, &cfg.rules_record, &identity, &replied];

@@ -51,7 +51,7 @@ impl SimStore {
         keys: &[&str],
         args: &[String],
     ) -> Result<Vec<i64>, StoreError> {
-        if keys.len() < lease_core::KEY_COUNT {
+        if keys.len() < 7 {
             return Err(StoreError::KeyCount);
         }
         self.executed += 1;

@@ -6,8 +6,8 @@
 
 use super::zset::ZSet;
 use super::{
-    Entry, NEWCOMER, PositionSabotage, RESERVED, RETURNEE, SimStore, StoreError, Value, carried,
-    is_reserved, keeps, lua_number,
+    Entry, NEWCOMER, PositionSabotage, RESERVED, RETURNEE, SimStore, StoreError, Value, base,
+    carried, is_reserved, keeps, lua_number,
 };
 
 /// The most candidates `ranked.lua` looks at for inheritance.
@@ -57,6 +57,13 @@ impl SimStore {
         let rules = recorded.then_some(keys[2]);
         let added = self.zadd(keys[0], score, &member, false, now_us)?;
         self.created(keys[0], added, rules, now_us, ttl_ms);
+        // An overwrite that changes the entry's base score (anything but the
+        // member's own reservation of its entry in closed k-1) deletes the
+        // filler cache of k (KEYS[8]).
+        let same_base = entry.is_some_and(|e| !is_reserved(e) && base(e) == score);
+        if !added && !same_base {
+            self.drop_filler_cache(keys[7]);
+        }
         let added = self.zadd(keys[5], score + RESERVED, &member, true, now_us)?;
         self.created(keys[5], added, rules, now_us, ttl_ms);
         let Some(position) = position else {

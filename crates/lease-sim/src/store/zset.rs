@@ -110,14 +110,14 @@ impl ZSet {
         added
     }
 
-    /// The first member, in Redis order, whose score carries position `p`
-    /// (`p` or `p + 0.25`, rule 15): the first one `ZRANGEBYSCORE p p.25`
-    /// lists, with its score.
+    /// The keeper of position `p` (rule 15): of the members whose score
+    /// carries `p` (`p` or `p + 0.25`: `ZRANGEBYSCORE p p.25`), the first by
+    /// member, with its score.
     pub(super) fn first_carrying(&self, p: f64) -> Option<(f64, &str)> {
         self.order
             .range((Score(p), String::new())..)
-            .next()
-            .filter(|(s, _)| s.0 <= p + super::RESERVED)
+            .take_while(|(s, _)| s.0 <= p + super::RESERVED)
+            .min_by(|(_, a), (_, b)| a.cmp(b))
             .map(|(s, m)| (s.0, m.as_str()))
     }
 
@@ -157,8 +157,9 @@ impl ZSet {
     }
 
     /// Every filler's position under `sabotage`, by `table` from the counted
-    /// pairs (scores of 0 or more, rule 19) in Redis order: computed once
-    /// per state of the set and sabotage.
+    /// pairs (scores of 0 or more, rule 19) in the order positions use (by
+    /// base score, ties by member): computed once per state of the set and
+    /// sabotage.
     pub(super) fn fillers(
         &mut self,
         sabotage: PositionSabotage,
@@ -167,11 +168,14 @@ impl ZSet {
         match &self.fillers {
             Some((s, t)) if *s == sabotage => t.clone(),
             _ => {
-                let counted: Vec<(f64, String)> = self
+                let mut counted: Vec<(f64, String)> = self
                     .to_vec()
                     .into_iter()
                     .filter(|(s, _)| *s >= 0.0)
                     .collect();
+                counted.sort_by(|(a, m), (b, n)| {
+                    super::base(*a).total_cmp(&super::base(*b)).then(m.cmp(n))
+                });
                 let t = Arc::new(table(&counted, sabotage));
                 self.fillers = Some((sabotage, t.clone()));
                 t
@@ -211,8 +215,8 @@ mod tests {
         assert!(z.add(3.0, "s"));
         assert_eq!(
             z.first_carrying(3.0),
-            Some((3.0, "s")),
-            "3 sorts before 3.25"
+            Some((3.25, "r")),
+            "one base (3 and 3.25 carry 3), ties by member"
         );
         // A registration overwrites its own reservation: not an addition.
         assert!(!z.add(3.0, "r"));
