@@ -183,7 +183,7 @@ mod tests {
         );
         assert_eq!(
             Script::for_mode(Mode::Ranked).sha1(),
-            "04658eda00b7edf0d738397dbb9572efcf7b241c"
+            "feead12e4ffd5b0817ceb28d615a51020b38695f"
         );
     }
 

@@ -696,6 +696,7 @@ fn graceful_leave_removes_the_token_and_serves_the_lease_to_its_drain_end() {
             &format!("{{g}}:{c}:fillers")[..],
             &format!("{{g}}:{}:fillers", c + 1)[..],
             &format!("{{g}}:{}:fillers", c + 2)[..],
+            "{g}:members",
         ]
     );
     assert_eq!(t.args[1], c.to_string());

@@ -11,9 +11,10 @@
 //!    0.205, 0.210 into each interval, and sort in that order) join at 0.30,
 //!    0.31, 0.32 and settle at positions 0, 1, 2 of `n = 3`. Every request
 //!    takes 0.5 ms each way unless said otherwise.
-//! 2. D crashes at 8.5, after its registration in 8. A's registration in 9
-//!    (sent 9.210, executed 9.2105) renews `T(2, 3)` until
-//!    `9.210 + floor(1.7895 s · 0.999) − 1 µs` = **10.997709**.
+//! 2. D crashes at 7.5, after its registration in 7, which reserved its
+//!    place in 8 (rule 19): closed 8 still counts it, at position 1. A's
+//!    registration in 9 (sent 9.210, executed 9.2105) renews `T(2, 3)`
+//!    until `9.210 + floor(1.7895 s · 0.999) − 1 µs` = **10.997709**.
 //! 3. Closed 9 is `{C: 0, A: 2}` of size 2, so A is a filler at position 1
 //!    in 10, and closed 10 is `{C: 0, A: 1}`.
 //! 4. Interval 10: A's requests execute, their replies are lost (A keeps
@@ -180,7 +181,7 @@ fn run(j: u64, incremental: bool, switches: Switches, reaim_half: u64) -> Outcom
             token_at(spread, w),
         );
     }
-    d.schedule(8 * L + L / 2, Action::Crash(D));
+    d.schedule(7 * L + L / 2, Action::Crash(D));
     d.schedule(10 * L + L / 2, Action::ClockStep(j as i64));
     d.run()
 }

@@ -192,12 +192,25 @@ impl<'a> OlderFactor<'a> {
     /// it had none; the inherited positions only when the server's size of
     /// closed `k-2` is the one the worker's own pair has (one version of
     /// that set: otherwise inherit nothing, which only grants less).
+    ///
+    /// `fresh`: the worker processed a reply since it started or last stood
+    /// down for the server clock (rule 10). Until then it takes nothing of
+    /// closed `k-2` from the server: after a detected step a regrant waits
+    /// for two replies of its own, as the forgetting intends, not for one.
     pub(super) fn of(
         cfg: &Config,
         c: &'a Counted,
         before: Option<Pair>,
         last_known: Option<Pair>,
+        fresh: bool,
     ) -> Self {
+        if !fresh {
+            return Self {
+                own: before,
+                inherited: &[],
+                count: before.map(|p| p.n()),
+            };
+        }
         let from_server = || {
             let older = c.older;
             older
