@@ -230,6 +230,10 @@ pub enum NegativeControl {
     /// identity holds, without waiting for that incarnation's last lease to
     /// end.
     GrantWhileMemberInUse,
+    /// Rule 10 with rule 19: after a backward step, grant from the third
+    /// interval after the newest seen before it, as revision 2 did, instead
+    /// of the fourth.
+    ShortReopenFence,
     /// Rule 19: a grant certified by a member's *reserved* entry in closed
     /// `k-1` (it did not register in `k-1`) lives to `(k+2)L` like any
     /// other, instead of ending by `(k+1)L`.

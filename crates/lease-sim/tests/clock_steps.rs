@@ -1,8 +1,9 @@
 //! Rule 10 after a backward step of the server clock: the counterexample of
 //! docs/protocol.md (rule 10), built step by step in the simulator.
 //!
-//! Closed `k-1 = {A, B, W}` (positions 0, 1, 2), then B misses `k` and
-//! `k+1`, so closed `k = k+1 = {A, W}` and A is granted `(0, 2)` from `k+2`
+//! Closed `k-1 = {A, B, W}` (positions 0, 1, 2; B misses `k-1` too, but its
+//! registration in `k-2` reserved its place there, rule 19), then B misses
+//! `k` and `k+1`, so closed `k = k+1 = {A, W}` and A is granted `(0, 2)` from `k+2`
 //! (deadline `(k+4)L`). W's registration in `k+2` is lost. The server clock
 //! then steps back `2L` into `k`, and A is cut off (stalled) until its lease
 //! has run out. B comes back and registers into the reopened `k`, so `k` now
@@ -38,9 +39,9 @@ fn firing_offset(sim: &Sim, w: WorkerId) -> f64 {
 
 /// Builds the counterexample with `seed`; `None` if this seed's firing
 /// order leaves no room for it (A must answer before W retries).
-fn counterexample(seed: u64, sabotage: bool) -> Option<Sim> {
+fn counterexample(seed: u64, sabotage: Option<NegativeControl>) -> Option<Sim> {
     let mut options = common::classic(Options::new("g", L), Mode::Ranked);
-    options.negative_control = sabotage.then_some(NegativeControl::GrantOverReopenedIntervals);
+    options.negative_control = sabotage;
     let mut cfg = SimConfig::new(seed, options);
     cfg.network = Network::ideal(L);
     cfg.clocks = Clocks {
@@ -74,7 +75,9 @@ fn counterexample(seed: u64, sabotage: bool) -> Option<Sim> {
     }
     let t = (sim.now().as_secs() + 1) as f64; // interval k starts here
     let k = K0 + t as u64;
-    sim.schedule(secs(t + 0.1), Action::Stall(b, secs(step_at - 0.1 + 0.005)));
+    // B stalls from before its registration in k-1 until just after the
+    // step: its reservation from k-2 is its entry in closed k-1.
+    sim.schedule(secs(t - 0.9), Action::Stall(b, secs(step_at + 0.9 + 0.005)));
     sim.schedule(secs(t + 1.5), Action::Mishap(w, Mishap::LoseRequest));
     sim.schedule(secs(t + 2.0 + ua + 0.01), Action::Stall(a, L * 3));
     sim.schedule(secs(t + step_at), Action::ClockStep(-2_000_000));
@@ -102,7 +105,7 @@ fn counterexample(seed: u64, sabotage: bool) -> Option<Sim> {
 fn after_a_backward_step_no_agreement_is_seeded_over_reopened_intervals() {
     let mut built = 0;
     for seed in 0..40 {
-        let Some(sim) = counterexample(seed, false) else {
+        let Some(sim) = counterexample(seed, None) else {
             continue;
         };
         built += 1;
@@ -122,8 +125,24 @@ fn after_a_backward_step_no_agreement_is_seeded_over_reopened_intervals() {
 #[test]
 fn without_the_fence_the_checker_catches_the_counterexample() {
     let caught = (0..40)
-        .filter_map(|seed| counterexample(seed, true))
+        .filter_map(|seed| counterexample(seed, Some(NegativeControl::GrantOverReopenedIntervals)))
         .filter(|sim| sim.check().violation_count > 0)
         .count();
     assert!(caught >= 1, "no construction without the fence violated");
+}
+
+/// The negative control of the fence's fourth interval (rule 10 with rule
+/// 19, `NegativeControl::ShortReopenFence`): B, stalled from before its
+/// registration in `k-1` until after the step, last saw an answer naming
+/// `k-2`. With revision 2's fence (grant from `f + 3`) it is granted from
+/// the second version of `k+1`, at true `k+3 + G + u`, beside A's lease
+/// from `k+2` (until `(k+4)L`); with the fourth interval it waits until
+/// after A's lease has ended.
+#[test]
+fn with_a_three_interval_fence_a_worker_stalled_through_the_step_overlaps() {
+    let caught = (0..40)
+        .filter_map(|seed| counterexample(seed, Some(NegativeControl::ShortReopenFence)))
+        .filter(|sim| sim.check().violation_count > 0)
+        .count();
+    assert!(caught >= 1, "no construction with the short fence violated");
 }

@@ -561,7 +561,9 @@ impl Worker {
         // Rule 10: after a backward step, only closed intervals newer than
         // every interval seen before it may certify a lease.
         let fresh = self.cfg.broken(NegativeControl::GrantOverReopenedIntervals)
-            || self.history.is_fresh(k);
+            || self
+                .history
+                .is_fresh(k, self.cfg.broken(NegativeControl::ShortReopenFence));
         let parts = certified_parts(&self.cfg, implied, older).filter(fresh && holder);
         match implied {
             None => diag::no_pair_implied(&self.cfg.name, older.own),
