@@ -14,13 +14,16 @@ use lease_core::NegativeControl;
 use lease_core::{Handover, Options};
 use lease_sim::{Faults, Network, RunConfig, random_run};
 
-/// `(seed, workers, gap)` of runs that handed out late grants.
+/// `(seed, workers, gap)` of runs that handed out late grants without the
+/// rule (found again for protocol revision 3, rule 19: the first five of
+/// seeds 900,000 to 900,160 at 9 and 26 workers, gaps 0.34 and 0.4, in
+/// which the negative control is caught).
 const CASES: [(u64, usize, f64); 5] = [
-    (900_052, 9, 0.4),
-    (900_056, 26, 0.34),
-    (900_069, 26, 0.4),
-    (900_091, 26, 0.34),
-    (900_124, 26, 0.4),
+    (900_005, 26, 0.34),
+    (900_008, 26, 0.4),
+    (900_010, 26, 0.34),
+    (900_011, 9, 0.4),
+    (900_012, 9, 0.4),
 ];
 
 fn run(seed: u64, workers: usize, gap: f64, customize: fn(Options) -> Options) -> bool {
@@ -69,3 +72,4 @@ fn granting_past_the_drain_end_is_caught_by_the_checker() {
         .count();
     assert!(caught >= 3, "only {caught} of {} runs caught", CASES.len());
 }
+
