@@ -76,7 +76,7 @@ fn newcomer_owns_within_about_two_intervals_and_ranked_keeps_settled_indices() {
 }
 
 #[test]
-fn group_is_back_within_three_intervals_after_a_departure() {
+fn group_is_back_within_four_intervals_after_a_departure() {
     for mode in MODES {
         for (seed, crash) in [(1, true), (2, false), (3, true), (4, false)] {
             let (mut sim, mut ws) = group(seed, mode, 0.15, 5, Network::default());
@@ -88,15 +88,21 @@ fn group_is_back_within_three_intervals_after_a_departure() {
             } else {
                 Action::Cancel(gone)
             });
-            let back = run_until_settled(&mut sim, &ws, L * 4)
-                .unwrap_or_else(|| panic!("{mode} seed {seed}: not back within 4 intervals"));
-            // Ranked fires early in the interval, so the regrant lands within
-            // 3 intervals. Arrival fires at the original protocol's slots: the last slot
-            // of the third interval after the departure can be up to (1 - g)
-            // later, so a departure late in an interval costs up to 3.85 L
-            // (docs/protocol.md, "Liveness").
+            let back = run_until_settled(&mut sim, &ws, L * 5)
+                .unwrap_or_else(|| panic!("{mode} seed {seed}: not back within 5 intervals"));
+            // These groups hold whole pairs and cancel without a graceful
+            // leave, so a cancel is a crash. Ranked fires early in the
+            // interval, and the regrant on the new n lands within 3
+            // intervals of the departed's last registration plus one: its
+            // reservation keeps it counted one interval more (rule 19), and
+            // whole pairs have no inheritance to hand its tasks over sooner,
+            // so within 4 (graceful_leave.rs has the leave that takes it
+            // out at once). Arrival fires at the original protocol's slots:
+            // the last slot of the third interval after the departure can be
+            // up to (1 - g) later, so a departure late in an interval costs
+            // up to 3.85 L (docs/protocol.md, "Liveness").
             let limit = match mode {
-                Mode::Ranked => L * 3,
+                Mode::Ranked => L * 4,
                 Mode::Arrival => L.mul_f64(3.85),
             };
             assert!(back <= limit, "{mode} seed {seed}: back after {back:?}");
