@@ -88,11 +88,13 @@ fn join_ranked() {
     insta::assert_snapshot!(render(&sim.drain_observed()));
 }
 
-// Leave by cancellation: w1 releases at once (cancelled) and stops; the
-// others' replies disagree when the count drops to 2, they keep their leases
-// until their deadline minus G (rule 14: 5 L - 0.15 L), and regrant on n = 2.
-// Positions fill holes (rule 15): w2 keeps its index 1 (below the new size),
-// and w0, whose 2 is out of range, takes the hole w1 left, 0.
+// Leave by cancellation (these groups cancel without a graceful leave): w1
+// releases at once (cancelled) and stops. Its registration in 2 reserved its
+// place in 3 (rule 19), so the count drops to 2 in closed 4: the others'
+// replies from 5 disagree, they keep their leases (renewed from 4) until
+// their deadline minus G (rule 14: 6 L - 0.15 L), and regrant on n = 2 from
+// 6. Positions fill holes (rule 15): w2 keeps its index 1 (below the new
+// size), and w0, whose 2 is out of range, takes the hole w1 left, 0.
 #[test]
 fn cancel_ranked() {
     let (mut sim, ws) = start(Mode::Ranked, 3);
@@ -102,9 +104,10 @@ fn cancel_ranked() {
     insta::assert_snapshot!(render(&sim.drain_observed()));
 }
 
-// Crash: w1 disappears without a word (its loop sees nothing more); the
-// survivors keep their leases to the drain's end and regrant on n = 2, as
-// after a cancel: w2 keeps 1, w0 fills the hole at 0 (rule 15).
+// Crash: w1 disappears without a word (its loop sees nothing more); its
+// reservation counts it in closed 3, and the survivors keep their leases to
+// the drain's end and regrant on n = 2, as after a cancel: w2 keeps 1, w0
+// fills the hole at 0 (rule 15).
 #[test]
 fn crash_ranked() {
     let (mut sim, ws) = start(Mode::Ranked, 3);
@@ -114,10 +117,15 @@ fn crash_ranked() {
     insta::assert_snapshot!(render(&sim.drain_observed()));
 }
 
-// Stall: w0 freezes for 3 intervals. When it wakes its lease has expired
-// (released ... expired); the others hand over (at their deadline minus G,
-// rule 14) when it drops out of the count, regrant on n = 2, then hand over
-// again when it is back and the group regrants on n = 3.
+// Stall: w0 freezes for 3 intervals, from just after its registration in 2
+// to 5.24. When it wakes its lease has expired (released ... expired). Its
+// reservation counts it in closed 3 (rule 19); it is missing from closed 4
+// only, and back in 5 (a returnee, filling position 2 again). So the
+// others' replies from 5 see 2 after 3 and hand over at their deadline
+// minus G (rule 14), their replies from 6 see 3 after 2 and grant nothing,
+// and the group regrants on n = 3 from 7, each on its old index: whole
+// pairs never agree on n = 2 (before rule 19 w0 was missing from closed 3
+// and 4, and the group regranted on n = 2 in between).
 #[test]
 fn stall_ranked() {
     let (mut sim, ws) = start(Mode::Ranked, 3);
