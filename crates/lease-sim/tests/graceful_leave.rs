@@ -282,3 +282,42 @@ fn the_survivors_take_over_one_interval_sooner_and_the_gap_is_short() {
         assert!(sim.check().is_ok(), "{}", sim.check());
     }
 }
+
+/// Rule 19's leave, its negative control (`LeaveSabotage::OpenAndNext`):
+/// a worker of 5 cancelled at 15.5 L, after its registration in 15, under
+/// the default task sets. The correct leave turns its entry in 15 into a
+/// left entry, so nobody inherits its position of 14 while its lease from
+/// 15 lives (to 17 L minus the drain budget). The sabotaged one takes it out
+/// of 15 altogether: the worker that fills its hole inherits that position
+/// with its reply from 16, beside the departed's lease, and the per-task
+/// checker catches it.
+#[test]
+fn a_leave_that_takes_a_registered_member_out_of_the_open_set_is_caught_under_task_sets() {
+    let (mut clean, mut caught) = (0, 0);
+    for seed in 1..=20u64 {
+        for sabotage in [None, Some(LeaveSabotage::OpenAndNext)] {
+            let mut cfg = SimConfig::new(seed, Options::new("g", L).with_gap(G));
+            cfg.network = Network::ideal(L);
+            let mut sim = Sim::new(cfg).expect("valid");
+            sim.sabotage_leave(sabotage);
+            let ws: Vec<WorkerId> = (0..5)
+                .map(|k| sim.schedule_join(at(0.15 * k as f64)))
+                .collect();
+            sim.run_until(at(15.5));
+            sim.act(Action::Cancel(ws[seed as usize % 5]));
+            sim.run_until(at(21.0));
+            let s = sim.check();
+            let tasks = s.tasks.as_ref().expect("a task-set history");
+            let violated = !s.is_ok() || !tasks.is_ok();
+            match sabotage {
+                None => {
+                    assert!(!violated, "seed {seed}: {s}");
+                    clean += 1;
+                }
+                Some(_) => caught += usize::from(violated),
+            }
+        }
+    }
+    eprintln!("OpenAndNext under task sets: caught in {caught}/{clean}");
+    assert!(caught * 2 >= clean, "caught in only {caught}/{clean}");
+}
