@@ -72,4 +72,3 @@ fn granting_past_the_drain_end_is_caught_by_the_checker() {
         .count();
     assert!(caught >= 3, "only {caught} of {} runs caught", CASES.len());
 }
-

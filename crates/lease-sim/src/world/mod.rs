@@ -236,6 +236,13 @@ impl Sim {
         self.store.sabotage_rules(on);
     }
 
+    /// **Test only: breaks exclusivity.** Inheritance takes positions whose
+    /// keepers are still in the set of `k-1` (the negative control of rule
+    /// 19; see [`SimStore::sabotage_inheritance`]).
+    pub fn sabotage_inheritance(&mut self, on: bool) {
+        self.store.sabotage_inheritance(on);
+    }
+
     /// **Test only: breaks exclusivity.** Runs a wrong leave script from now
     /// on (the negative controls of rule 16), or the right one with `None`.
     pub fn sabotage_leave(&mut self, sabotage: Option<crate::store::LeaveSabotage>) {
