@@ -54,9 +54,11 @@ impl<'a> Command<'a> {
 }
 
 /// [`lease_core::KEY_COUNT`] as the text a command carries.
-const KEY_COUNT_TEXT: &str = "7";
+const KEY_COUNT_TEXT: &str = "8";
+// The text must name the count (a single digit): checked at compile time.
 const _: () = assert!(
-    lease_core::KEY_COUNT == 8,
+    KEY_COUNT_TEXT.len() == 1
+        && (KEY_COUNT_TEXT.as_bytes()[0] - b'0') as usize == lease_core::KEY_COUNT,
     "KEY_COUNT_TEXT must name KEY_COUNT"
 );
 
