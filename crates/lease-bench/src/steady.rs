@@ -91,7 +91,7 @@ impl Steady {
 
     /// The script's reply to `sent`, executed at local instant `exec`.
     pub fn reply(&self, sent: &Sent, exec: Instant) -> Vec<i64> {
-        let mut out = Vec::with_capacity(6);
+        let mut out = Vec::with_capacity(9);
         self.reply_into(sent, exec, &mut out);
         out
     }
@@ -103,10 +103,15 @@ impl Steady {
         let k = server / self.interval_us;
         let (sec, usec) = (server / 1_000_000, server % 1_000_000);
         out.clear();
-        if k as u64 == sent.k {
+        if k as u64 != sent.k {
+            out.extend_from_slice(&[0, k, sec, usec]);
+        } else if self.worker.mode() == lease_core::Mode::Arrival {
             out.extend_from_slice(&[1, k, sec, usec, self.slot.0, self.slot.1]);
         } else {
-            out.extend_from_slice(&[0, k, sec, usec]);
+            // A settled keeper's (rule 19): registered in k-1, nothing read
+            // of closed k-2.
+            let (position, count) = self.slot;
+            out.extend_from_slice(&[1, k, sec, usec, position, count, 1, -1, -1]);
         }
     }
 
