@@ -114,6 +114,7 @@ impl Buffers {
             &cfg.name,
             k.saturating_sub(2),
         );
+        write_fillers_key(&mut self.keys[7], &cfg.prefix, &cfg.name, k);
         let last = last.map_or(-1, i64::from);
         let member = cfg.member.as_ref().map_or("", crate::Member::as_str);
         let (older_i, older_n) = older.map_or((-1, -1), |p| (i64::from(p.i()), i64::from(p.n())));
@@ -180,5 +181,45 @@ pub(super) fn check_interval(reply: &Reply, expected: u64) -> Result<(), ReplyEr
             expected,
             got: reply.interval(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use crate::{Identity, Options, Worker};
+
+    /// Every key of every request names the group's hash tag (one Redis
+    /// Cluster slot; a cluster refuses a request whose keys hash apart,
+    /// and an empty key is one of those), for a registration and a leave.
+    #[test]
+    fn every_key_of_every_request_carries_the_group_hash_tag() {
+        let t0 = Instant::now();
+        let o: Options = Options::new("g", Duration::from_millis(1000)).with_prefix("p:");
+        let mut w = Worker::new(&o, Identity::seeded(1, 0), t0).unwrap();
+        w.handle_timeout(t0);
+        let probe = w.poll_transmit().expect("the probe");
+        assert!(
+            probe.keys.iter().all(|k| k.starts_with("p:{g}:")),
+            "{:?}",
+            probe.keys
+        );
+        let mut distinct = probe.keys.to_vec();
+        distinct.sort_unstable();
+        distinct.dedup();
+        // k-2 of the probe's interval 1 saturates to 0, which is also k-1.
+        assert_eq!(distinct.len(), crate::KEY_COUNT - 1, "{:?}", probe.keys);
+        let id = probe.id;
+        // Interval 100 at 100.3 s: the probe named interval 1.
+        w.handle_reply(t0, id, &[0, 100, 100, 300_000]).unwrap();
+        w.handle_cancel(t0 + Duration::from_millis(1));
+        let leave = w.poll_transmit().expect("the leave request");
+        assert!(leave.script.is_leave());
+        assert!(
+            leave.keys.iter().all(|k| k.starts_with("p:{g}:")),
+            "{:?}",
+            leave.keys
+        );
     }
 }
