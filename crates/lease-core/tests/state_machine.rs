@@ -500,8 +500,10 @@ fn a_backward_step_seen_in_a_wrong_interval_answer_stands_down() {
 /// next replies must not seed an agreement over reopened intervals. Closed
 /// K+1 and K+2 were read before the clock stepped back 2 L; after the step,
 /// K+1 and K+2 are open again and may be written twice. Nothing is granted
-/// until the interval two before the current one is newer than K+3, the
-/// newest interval seen before the step.
+/// until the interval three before the current one is newer than K+3, the
+/// newest interval seen before the step (rule 10 with rule 19: one interval
+/// more than two, since a reservation keeps a member counted one interval
+/// longer).
 #[test]
 fn after_a_backward_step_nothing_is_granted_over_reopened_intervals() {
     let mut h = Harness::new(Mode::Ranked);
@@ -533,10 +535,10 @@ fn after_a_backward_step_nothing_is_granted_over_reopened_intervals() {
         "registered into reopened intervals: {counted:?}"
     );
     // K+3 was the newest seen before the step: the first grant may come
-    // from K+6 (closed K+4 and K+5 both newer).
+    // from K+7 (closed K+4, K+5 and K+6 all newer).
     assert_eq!(
         granted.first(),
-        Some(&(K + 6)),
+        Some(&(K + 7)),
         "counted {counted:?}, granted {granted:?}"
     );
 }

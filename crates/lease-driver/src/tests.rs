@@ -188,7 +188,9 @@ impl Connection for Scripted {
             let k = server / interval_us;
             let (sec, usec) = ((server / 1_000_000) as i64, (server % 1_000_000) as i64);
             let reply = if expected == Some(k) {
-                vec![1, k as i64, sec, usec, 0, 1]
+                // A lone worker at 0 of 1, registered in k-1, nothing read
+                // of k-2 (rule 19's fields).
+                vec![1, k as i64, sec, usec, 0, 1, 1, -1, -1]
             } else {
                 vec![0, k as i64, sec, usec]
             };
@@ -247,10 +249,10 @@ fn noscript_falls_back_to_eval_with_the_source() {
     let sent = log.lock().unwrap().clone();
     let sha = Script::for_mode(lease_core::Mode::Ranked).sha1();
     assert!(sent.len() >= 4, "{sent:?}");
-    let evalsha = format!("EVALSHA {sha} 5 {{g}}:");
+    let evalsha = format!("EVALSHA {sha} 8 {{g}}:");
     assert!(sent[0].starts_with(&evalsha), "{}", sent[0]);
     assert!(
-        sent[0].contains(" {g}:rules {g}:members {g}:0:fillers 300 "),
+        sent[0].contains(" {g}:rules {g}:members {g}:0:fillers {g}:2 {g}:0 {g}:1:fillers 300 "),
         "{}",
         sent[0]
     );
@@ -369,7 +371,7 @@ fn a_graceful_leave_runs_its_leave_request_to_the_end_after_the_cancel() {
     let leave = Script::leave().sha1();
     assert!(
         sent.iter()
-            .any(|l| l.starts_with(&format!("EVALSHA {leave} 5 "))),
+            .any(|l| l.starts_with(&format!("EVALSHA {leave} 8 "))),
         "{sent:?}"
     );
     let mut cx = Context::from_waker(Waker::noop());
