@@ -100,6 +100,12 @@ enum ReplySpec {
         status: Status,
         position: Num,
         count: Num,
+        /// Ranked: the entry in closed k-1 is only a reservation (rule 19).
+        reserved: bool,
+        /// Ranked: closed k-2 as the script read it, and the positions
+        /// inherited from it (the parser rejects what cannot come together).
+        older: Option<(u8, u8)>,
+        inherited: Vec<u8>,
     },
 }
 
@@ -147,7 +153,7 @@ enum Op {
 /// One transmit as the driver saw it.
 struct Sent {
     id: RequestId,
-    keys: [String; 5],
+    keys: [String; lease_core::KEY_COUNT],
     args: Vec<String>,
     sent_us: u64,
 }
@@ -279,7 +285,7 @@ impl Harness {
                 let keys = s.keys.each_ref().map(String::as_str);
                 match self
                     .store
-                    .execute_with_caches(self.mode, server, keys, &s.args)
+                    .execute(self.mode, server, &keys, &s.args)
                 {
                     Ok(v) => v,
                     Err(e) => {
@@ -293,6 +299,9 @@ impl Harness {
                 status,
                 position,
                 count,
+                reserved,
+                older,
+                inherited,
             } => {
                 let server = self.exec_time(s, &exec);
                 let l_ms = self.l_us as i64 / 1000;
@@ -318,6 +327,17 @@ impl Harness {
                     }
                     self.last = (p, c);
                     v.extend([p, c]);
+                    if self.mode == Mode::Ranked {
+                        // Rule 19's fields: registered (-1 when absent),
+                        // then what the script read of closed k-2.
+                        let registered = if p == -1 { -1 } else { i64::from(!reserved) };
+                        let (op, oc) = older.map_or((-1, -1), |(op, oc)| {
+                            let oc = i64::from(oc);
+                            (i64::from(op).min(oc - 1), oc)
+                        });
+                        v.extend([registered, op, oc]);
+                        v.extend(inherited.iter().take(8).map(|&q| i64::from(q)));
+                    }
                 }
                 v
             }

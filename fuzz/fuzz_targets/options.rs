@@ -196,16 +196,27 @@ fuzz_target!(|input: Input| {
             assert_eq!(key.matches('{').count(), 1, "{key}");
             assert_eq!(key.matches('}').count(), 1, "{key}");
         }
-        let n_args = if o.mode() == Mode::Ranked { 6 } else { 4 };
+        let (n_args, ttl_intervals) = if o.mode() == Mode::Ranked {
+            (9, 5)
+        } else {
+            (4, 3)
+        };
+        assert_eq!(t.keys.len(), lease_core::KEY_COUNT);
         assert_eq!(t.args.len(), n_args);
         assert_eq!(t.args[0], interval_ms.to_string());
-        assert_eq!(t.args[1], (3 * interval_ms).to_string());
+        // Key lifetime: Arrival's counters 3 L, Ranked's sets 5 L (rule 19
+        // reads k-2).
+        assert_eq!(t.args[1], (ttl_intervals * interval_ms).to_string());
         assert_eq!(t.args[2], "1");
         assert_eq!(t.args[3], lease_core::GroupRules::of(&o).encode());
         if o.mode() == Mode::Ranked {
             assert_eq!(t.args[4], format!("{:032x}", input.token));
-            // A newcomer sends -1 as its last position (rule 15).
+            // A newcomer sends -1 as its last position (rule 15), no member
+            // name (none is set here), and knows nothing of k-2 (rule 19).
             assert_eq!(t.args[5], "-1");
+            assert_eq!(t.args[6], "");
+            assert_eq!(t.args[7], "-1");
+            assert_eq!(t.args[8], "-1");
         }
         assert_eq!(t.script.mode(), o.mode());
         assert!(t.expires_at > t0);

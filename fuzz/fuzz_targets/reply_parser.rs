@@ -11,7 +11,7 @@
 
 use arbitrary::Arbitrary;
 use lease_core::ownership::Mapping;
-use lease_core::{Counted, GroupRules, MAX_SERVER_SECONDS, Mode, Reply};
+use lease_core::{Counted, GroupRules, MAX_INHERITED, MAX_SERVER_SECONDS, Mode, Older, Reply};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -49,6 +49,12 @@ enum Input {
         nudge: i8,
         position: i64,
         count: i64,
+        /// Rule 19's fields of a Ranked reply.
+        registered: i8,
+        older_position: i8,
+        older_count: i8,
+        /// Inherited positions (small, so they often fall below the size).
+        inherited: Vec<u8>,
         /// Truncate or extend the array (0 keeps the natural length).
         resize: i8,
     },
@@ -57,15 +63,18 @@ enum Input {
 /// Reference parser, from the documented rules only, in wide integers.
 fn reference(mode: Mode, interval_ms: u64, v: &[i64]) -> Option<Reply> {
     let status = *v.first()?;
-    let len = match status {
-        0 => 4,
-        1 => 6,
-        2 => 8,
-        // Another incarnation holds the member name (rule 18): Ranked only.
-        3 if mode == Mode::Ranked => 6,
+    // (shortest, longest) length of the status's reply.
+    let (min, max) = match (status, mode) {
+        (0, _) => (4, 4),
+        (2, _) => (8, 8),
+        (1, Mode::Arrival) => (6, 6),
+        // Ranked: rule 19's three fields, then up to eight inherited
+        // positions. Status 3 (another incarnation holds the member name,
+        // rule 18) is Ranked only.
+        (1 | 3, Mode::Ranked) => (9, 9 + 8),
         _ => return None,
     };
-    if v.len() != len {
+    if v.len() < min || v.len() > max {
         return None;
     }
     let (interval, sec, usec) = (v[1] as i128, v[2] as i128, v[3] as i128);
@@ -102,10 +111,10 @@ fn reference(mode: Mode, interval_ms: u64, v: &[i64]) -> Option<Reply> {
             _ => None,
         };
         let recorded = match (v[4], v[5], mode, mapping) {
-            // The version is the mode's revision: Arrival 1, Ranked 2
-            // (hole-filling positions, rule 15).
+            // The version is the mode's revision: Arrival 1, Ranked 3
+            // (sticky return, rule 19).
             (v, l, Some(mode), Some(mapping))
-                if l > 0 && v == if mode == Mode::Ranked { 2 } else { 1 } =>
+                if l > 0 && v == if mode == Mode::Ranked { 3 } else { 1 } =>
             {
                 Some(GroupRules {
                     interval_ms: l as u64,
@@ -122,34 +131,67 @@ fn reference(mode: Mode, interval_ms: u64, v: &[i64]) -> Option<Reply> {
         });
     }
     let u32_of = |x: i64| u32::try_from(x).ok();
-    let (position, count) = match mode {
-        Mode::Arrival => {
-            let p = u32_of(v[4])?;
-            let c = if v[5] == -1 {
-                None
-            } else {
-                Some(u32_of(v[5])?)
-            };
-            (Some(p), c)
-        }
+    // -1 is "absent"; anything else a u32 (None: the reply is bad).
+    let maybe = |x: i64| if x == -1 { Some(None) } else { u32_of(x).map(Some) };
+    let counted = match mode {
+        Mode::Arrival => Counted {
+            interval,
+            server_time,
+            position: Some(u32_of(v[4])?),
+            count: maybe(v[5])?,
+            registered: true,
+            older: Older::default(),
+        },
         Mode::Ranked => {
-            let p = if v[4] == -1 {
-                None
-            } else {
-                Some(u32_of(v[4])?)
-            };
+            let p = maybe(v[4])?;
             let c = u32_of(v[5])?;
             if p.is_some_and(|p| p >= c) {
                 return None;
             }
-            (p, Some(c))
+            // Rule 19: registered is -1 exactly when the member is absent
+            // from closed k-1, else 0 (only reserved there) or 1.
+            let registered = match (v[6], p) {
+                (-1, None) | (1, Some(_)) => true,
+                (0, Some(_)) => false,
+                _ => return None,
+            };
+            let older_p = maybe(v[7])?;
+            let older_c = maybe(v[8])?;
+            let inherited: Vec<u32> = v[9..].iter().map(|&x| u32_of(x)).collect::<Option<_>>()?;
+            // Nothing of closed k-2 for a member absent from k-1.
+            if p.is_none() && (older_p.is_some() || older_c.is_some()) {
+                return None;
+            }
+            // A position in k-2 needs the size, and lies below it.
+            if let Some(op) = older_p {
+                if !older_c.is_some_and(|oc| op < oc) {
+                    return None;
+                }
+            }
+            if !inherited.is_empty() {
+                let oc = older_c?;
+                let ascending = inherited.windows(2).all(|w| w[0] < w[1]);
+                let below = inherited.iter().all(|&q| q < oc);
+                let not_own = older_p.is_none_or(|op| !inherited.contains(&op));
+                if !(ascending && below && not_own) {
+                    return None;
+                }
+            }
+            assert!(inherited.len() <= MAX_INHERITED);
+            Counted {
+                interval,
+                server_time,
+                position: p,
+                count: Some(c),
+                registered,
+                older: {
+                    let mut older = Older::default();
+                    older.position = older_p;
+                    older.count = older_c;
+                    older.with_inherited(&inherited).expect("at most eight")
+                },
+            }
         }
-    };
-    let counted = Counted {
-        interval,
-        server_time,
-        position,
-        count,
     };
     Some(if status == 3 {
         Reply::MemberInUse(counted)
@@ -191,18 +233,26 @@ fn check(mode: Mode, interval_ms: u64, values: &[i64]) {
         match reply {
             Reply::WrongInterval { .. } => assert_eq!(values.len(), 4),
             Reply::Refused { .. } => assert_eq!(values.len(), 8),
-            Reply::Counted(c) | Reply::MemberInUse(c) => {
-                assert_eq!(values.len(), 6);
-                match mode {
-                    Mode::Ranked => {
-                        let n = c.count.expect("Ranked always has a count");
-                        if let Some(p) = c.position {
-                            assert!(p < n, "rank {p} not below size {n}");
-                        }
+            Reply::Counted(c) | Reply::MemberInUse(c) => match mode {
+                Mode::Ranked => {
+                    assert!((9..=9 + MAX_INHERITED).contains(&values.len()));
+                    let n = c.count.expect("Ranked always has a count");
+                    if let Some(p) = c.position {
+                        assert!(p < n, "rank {p} not below size {n}");
                     }
-                    Mode::Arrival => assert!(c.position.is_some(), "Arrival always has an index"),
+                    let inherited = c.older.inherited();
+                    assert_eq!(inherited.len(), values.len() - 9);
+                    if let Some(oc) = c.older.count {
+                        assert!(inherited.iter().all(|&q| q < oc));
+                    } else {
+                        assert!(inherited.is_empty() && c.older.position.is_none());
+                    }
                 }
-            }
+                Mode::Arrival => {
+                    assert_eq!(values.len(), 6);
+                    assert!(c.position.is_some(), "Arrival always has an index");
+                }
+            },
         }
     }
 }
@@ -223,6 +273,10 @@ fuzz_target!(|input: Input| {
             nudge,
             position,
             count,
+            registered,
+            older_position,
+            older_count,
+            inherited,
             resize,
         } => {
             let interval_ms = u64::from(interval_ms);
@@ -234,10 +288,19 @@ fuzz_target!(|input: Input| {
             };
             let interval = derived.wrapping_add(i64::from(nudge));
             let mut values = vec![i64::from(status), interval, sec, usec, position, count];
-            let natural = if status == 0 { 4 } else { 6 };
-            let len = (natural as i64 + i64::from(resize)).clamp(0, 12) as usize;
+            let mode = Mode::from(mode);
+            let natural = match (status, mode) {
+                (0, _) => 4,
+                (1 | 3, Mode::Ranked) => {
+                    values.extend([registered, older_position, older_count].map(i64::from));
+                    values.extend(inherited.iter().take(10).map(|&q| i64::from(q)));
+                    values.len()
+                }
+                _ => 6,
+            };
+            let len = (natural as i64 + i64::from(resize)).clamp(0, 20) as usize;
             values.resize(len, -1);
-            check(mode.into(), interval_ms, &values);
+            check(mode, interval_ms, &values);
         }
     }
 });

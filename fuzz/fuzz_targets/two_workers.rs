@@ -104,7 +104,7 @@ enum Op {
 
 enum Payload {
     Request {
-        keys: [String; 5],
+        keys: [String; lease_core::KEY_COUNT],
         args: Vec<String>,
         echo: bool,
     },
@@ -371,7 +371,7 @@ impl World {
                         let keys_ref = keys.each_ref().map(String::as_str);
                         let r = self
                             .store
-                            .execute_with_caches(self.mode, self.server_now(), keys_ref, &args)
+                            .execute(self.mode, self.server_now(), &keys_ref, &args)
                             .map_err(|e| e.to_string());
                         if !echo {
                             self.net.push_back(Msg {
