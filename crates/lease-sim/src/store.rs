@@ -610,7 +610,8 @@ mod tests {
         ]
     }
 
-    /// A leave's seven keys naming interval `c`.
+    /// A leave's eight keys naming interval `c`, as a worker sends them
+    /// (the script reads the first seven).
     fn leave_keys(c: i64) -> Vec<String> {
         vec![
             set(c),
@@ -722,16 +723,16 @@ mod tests {
     #[test]
     fn arrival_counts_by_arrival() {
         let mut s = SimStore::new();
-        // Workers declare seven keys; the script reads the first three.
-        let seven = keys(10);
+        // Workers declare eight keys; the script reads the first three.
+        let eight = keys(10);
         let r1 = s
-            .execute(Mode::Arrival, at(10, 1), &refs(&seven), &arrival_args(10))
+            .execute(Mode::Arrival, at(10, 1), &refs(&eight), &arrival_args(10))
             .unwrap();
         let r2 = s
             .execute(
                 Mode::Arrival,
                 at(10, 2),
-                &refs(&seven[..3]),
+                &refs(&eight[..3]),
                 &arrival_args(10),
             )
             .unwrap();
@@ -989,37 +990,40 @@ mod tests {
         assert_eq!(r, Err(StoreError::WrongType));
     }
 
-    /// Ranked's registration and the leave script take seven keys: a
+    /// Ranked's registration takes eight keys and the leave script seven: a
     /// registration with fewer fails after the prelude (a refusal or a
     /// wrong-interval answer comes first, and the prelude's write of a
     /// missing rules record stays, as Redis keeps a script's writes before
     /// an error reply); a leave with fewer fails before anything.
     #[test]
-    fn fewer_than_seven_keys_is_an_error_after_the_prelude() {
+    fn fewer_keys_than_the_script_takes_is_an_error_after_the_prelude() {
         let mut s = SimStore::new();
         let tok = "a".repeat(32);
-        let seven = keys(10);
+        let eight = keys(10);
         let args = ranked_args(10, RULES, &tok, "-1", (-1, -1));
-        let r = s.execute(Mode::Ranked, at(11, 1), &refs(&seven[..3]), &args);
+        let r = s.execute(Mode::Ranked, at(11, 1), &refs(&eight[..3]), &args);
         assert_eq!(r, Ok(vec![0, 11, 3, 301_000]), "the wrong interval first");
         assert!(s.is_empty());
-        let r = s.execute(Mode::Ranked, at(10, 1), &refs(&seven[..3]), &args);
+        let r = s.execute(Mode::Ranked, at(10, 1), &refs(&eight[..3]), &args);
         assert_eq!(r, Err(StoreError::KeyCount));
         assert_eq!(s.key_names(), ["{g}:rules"], "the prelude wrote the record");
         assert_eq!(s.peek("{g}:rules"), Some(Peek::Text(RULES.to_owned())));
         // Five keys, as revision 2 declared: the same error.
-        let r = s.execute(Mode::Ranked, at(10, 2), &refs(&seven[..5]), &args);
+        let r = s.execute(Mode::Ranked, at(10, 2), &refs(&eight[..5]), &args);
+        assert_eq!(r, Err(StoreError::KeyCount));
+        // Seven, without the filler cache of k: the same error.
+        let r = s.execute(Mode::Ranked, at(10, 2), &refs(&eight[..7]), &args);
         assert_eq!(r, Err(StoreError::KeyCount));
         // Other rules: refused first.
         let mut other = args.clone();
         other[3] = "2:300:ranked:modulo".into();
-        let r = s.execute(Mode::Ranked, at(10, 3), &refs(&seven[..3]), &other);
+        let r = s.execute(Mode::Ranked, at(10, 3), &refs(&eight[..3]), &other);
         assert_eq!(r, Ok(vec![2, 10, 3, 3000, 3, 300, 1, 0]));
         let leave_args = [L.to_string(), "10".into(), RULES.into(), tok.clone()];
         let r = s.execute_leave(at(10, 4), &refs(&leave_keys(10)[..3]), &leave_args);
         assert_eq!(r, Err(StoreError::KeyCount));
         assert_eq!(s.key_names(), ["{g}:rules"]);
-        // With seven, counted.
+        // With eight, counted.
         assert_eq!(register(&mut s, 10, 5, &tok, "-1"), [-1, 0, -1, -1, -1]);
     }
 

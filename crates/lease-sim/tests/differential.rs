@@ -48,7 +48,8 @@
 //! - Graceful leaves (open, late, far) of tokens that registered in the
 //!   open interval (their reservation goes) and of tokens that did not
 //!   (their entry in the open set goes, with its filler cache).
-//! - Callers that declare fewer than seven keys (3, 5 or 6: revision 2
+//! - Callers that declare fewer keys than the script takes (eight for a
+//!   registration, seven for a leave: 3, 5 or 7, and 3 or 6; revision 2
 //!   declared five): the key-count error, after the prelude for a
 //!   registration, before anything for a leave.
 //! - Named registrations (rule 18), with restarts, old processes still
@@ -199,8 +200,8 @@ enum Op {
     Register {
         mode: Mode,
         v: i64,
-        /// How many of the seven keys it declares (seven, as workers do;
-        /// three for some Arrival callers; 3, 5 or 6 for the Ranked callers
+        /// How many of the eight keys it declares (eight, as workers do;
+        /// three for some Arrival callers; 3, 5 or 7 for the Ranked callers
         /// that get the key-count error).
         keys: usize,
         interval_ms: i64,
@@ -453,7 +454,7 @@ struct Tally {
     cache_stale: u64,
     cache_dropped: u64,
     /// Error replies by kind (WRONGTYPE: a script of one mode on the
-    /// other's keys; the key-count error: fewer than seven keys).
+    /// other's keys; the key-count error: fewer keys than the script takes).
     errors: BTreeMap<String, u64>,
     flushes: u64,
     /// Operations per (mode, group size).
@@ -1729,7 +1730,7 @@ fn named_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize, rules: &'
 }
 
 /// An arrival group of about `n` registrations an interval (declaring
-/// seven keys or three), with empty intervals, wrong-interval requests,
+/// eight keys or three), with empty intervals, wrong-interval requests,
 /// other rules, and the ranked and leave scripts on its counters
 /// (WRONGTYPE), and restarts.
 fn arrival_sequence(h: &mut Harness, seed: u64, n: usize, rounds: usize) {

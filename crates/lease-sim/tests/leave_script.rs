@@ -46,7 +46,7 @@ fn fillers(k: i64) -> String {
     format!("{{g}}:{k}:fillers")
 }
 
-/// A registration's seven keys for interval `m`.
+/// A registration's eight keys for interval `m`, as a worker sends them.
 fn registration_keys(m: i64) -> Vec<String> {
     vec![
         key(m),
@@ -647,7 +647,7 @@ fn closed_k_minus_2_is_read_only_when_the_script_reads_it_on_redis() {
     assert_eq!(r[4..], [0, 1, 1, -1, -1]);
     let r = register_with(&server, &mut store, k, ARRIVAL, TOKEN, "-1", (-1, -1));
     assert_eq!(r, Err("WRONGTYPE".into()));
-    // Fewer than seven keys: the prelude's writes stay, then the error.
+    // Fewer than eight keys: the prelude's writes stay, then the error.
     server.command(&["FLUSHALL"]).unwrap();
     store.flush();
     let args = [

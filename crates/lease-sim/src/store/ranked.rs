@@ -22,8 +22,9 @@ impl SimStore {
         self.sabotage_inheritance = on;
     }
 
-    /// Ranked's count with the seven keys of a registration (`k`, `k-1`,
-    /// rules, members, fillers of `k-1`, `k+1`, `k-2`): the reply's status
+    /// Ranked's count with the eight keys of a registration (`k`, `k-1`,
+    /// rules, members, fillers of `k-1`, `k+1`, `k-2`, fillers of `k`): the
+    /// reply's status
     /// (3 when another incarnation holds the member name, rule 18) and the
     /// fields after the server time: position in `k-1` and its size,
     /// registered, position in `k-2` and its size, inherited positions.
