@@ -1,22 +1,47 @@
 #!/usr/bin/env bash
 # docs/benchmarks.md, "Real Redis: the registration against an empty script":
 # Redis's side of one Ranked registration (INFO commandstats, usec per call
-# of EVALSHA) against the floor, a script that only returns, called with the
-# same 3 keys and 6 arguments, side by side on one redis-server started for
-# it: same connections (50), same pipelining (1 and 16), same 30,000 groups
-# (redis-benchmark's __rand_int__), in turns (ours, the floor, the commands
-# alone, ours, ...). "The commands alone" runs the Redis commands our script
-# runs for that call (TIME, GET of the rules record, ZCARD and, with a
-# closed set, ZRANGEBYSCORE of k-1, ZADD NX and ZCARD of k, and the SET and
-# PEXPIREs of a first registration) without the script's own logic: what
-# the protocol's reads and writes cost Redis, below which no script of
-# this protocol can go.
-#   first:   fresh keys, a newcomer's arguments (ARGV[6] = -1): a group's
-#            first registrations (those of scripts/bench-redis-ceiling.sh);
-#   settled: every group's closed interval holds the token at position 0
-#            and its rules record is there; the token sends 0 (a keeper).
-# Last, what sticky return's reservation (rule 15's design, not built) would
-# add to the commands of a keeper.
+# of EVALSHA) against the floor, a script that only returns (a reply of the
+# same length), called with the same keys and arguments, side by side on one
+# redis-server started for it. Every call is made as a worker of protocol
+# revision 3 makes it (rule 19): 8 keys (k, k-1, the rules record, the
+# member record, the filler cache of k-1, k+1, k-2, the filler cache of k)
+# and 9 arguments (L, the key TTL 5 L, k, the rules record
+# '3:86400000:ranked:modulo', the token, the last position, the member name
+# '' (none), the position in k-2 and its size). Keys are named in one hash
+# tag per group: {scale-N}:k, :k1 (k-1), :k2 (k-2), :k+1, :rules, ...
+# First, redis-benchmark: same connections (50), same pipelining (1 and
+# 16), same 30,000 groups (redis-benchmark draws each __rand_int__ of a call
+# on its own, so one call's keys name different groups; every group is laid
+# out alike, so each call still finds the layout it expects), in turns
+# (ours, the floor, the commands alone, ours, ...). "The commands alone"
+# runs the Redis commands our script runs for that call without the
+# script's own logic: what the protocol's reads and writes cost Redis,
+# below which no script of this protocol can go. For a settled keeper:
+# TIME, GET of the rules record, ZCOUNT of k-1, ZRANGEBYSCORE k-1 p p.25
+# WITHSCORES (the keeper of the position it sent), ZADD of k (no NX: it
+# overwrites the member's reservation p.25 with p), ZADD NX of its
+# reservation p.25 into k+1 and, when that adds, ZCARD of k+1, and the
+# PEXPIREs of a set it creates (its TTL and the rules record's). For a
+# newcomer: the SET of the rules record when there is none, ZCOUNT of k-1
+# (empty: no lookup), ZADD of k and ZCARD when it adds, then as a keeper
+# (a repeat, ZADD of k adding nothing, also deletes the filler cache of k).
+# A keeper that sends its position in k-2 (a settled one does) reads
+# nothing of k-2.
+#   first:   fresh keys, a newcomer's arguments (last position -1, older
+#            pair -1 -1): a group's first registrations (those of
+#            scripts/bench-redis-ceiling.sh);
+#   settled: every group's closed interval k-1 (and k-2) holds the token at
+#            position 0, its open interval k the token's reservation 0.25
+#            (made by its registration in k-1), and its rules record is
+#            there; the token sends 0 and its pair in k-2, 0 of 1 (a keeper).
+# Then once per member (every call a member's one registration of the
+# interval), and the same against protocol revision 2 (the kept
+# crates/lease-bench/src/bin/ranked-revision-2.lua after this prelude: 5
+# keys, 6 arguments, rules '2:86400000:ranked:modulo', TTL 3 L, and no
+# reservations) and its commands alone, in turns. Last, what the declared
+# keys and arguments cost: the empty script called as revision 3 against
+# as revision 2.
 # Usage: scripts/bench-script-floor.sh [DIR] [ROUNDS]   DIR holds prelude.lua
 #        and ranked.lua (default crates/lease-core/src/scripts), ROUNDS 2;
 #        CASES= (empty) skips the redis-benchmark table.
@@ -26,71 +51,121 @@ cd "$(dirname "$0")/.."
 scripts="${1:-crates/lease-core/src/scripts}"
 rounds="${2:-2}"
 cat "$scripts/prelude.lua" "$scripts/ranked.lua" > "$dir/ranked.lua"
+cat "$scripts/prelude.lua" crates/lease-bench/src/bin/ranked-revision-2.lua > "$dir/ranked-2.lua"
 ours=$(redis-cli -p "$port" script load "$(cat "$dir/ranked.lua")")
-floor=$(redis-cli -p "$port" script load "return {1, 0, 0, 0, -1, 0}")
-# The commands alone: the open set's ZADD adds only ("nx", as ours) or
-# also updates ("update", the reserving variant below), then an optional
-# tail of Lua.
-commands_script() { # nx|update [tail]
-  local flags=""
-  [ "$1" = nx ] && flags="'NX', "
-  cat <<LUA
+ours2=$(redis-cli -p "$port" script load "$(cat "$dir/ranked-2.lua")")
+floor=$(redis-cli -p "$port" script load "return {1, 0, 0, 0, -1, 0, -1, -1, -1}")
+floor2=$(redis-cli -p "$port" script load "return {1, 0, 0, 0, -1, 0}")
+# The commands alone, revision 3 (keys and arguments as above). The score a
+# newcomer carries (2^40) is the script's; a keeper's is the position it
+# sends. The closed set's lookup finds the keeper only in a settled group.
+commands=$(redis-cli -p "$port" script load "$(cat <<'LUA'
+local t = redis.call('TIME')
+local rules = redis.call('GET', KEYS[3])
+if not rules then redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[2]) end
+local score = ARGV[6]
+if score == '-1' then score = '1099511627776' end
+local keeper = false
+if redis.call('ZCOUNT', KEYS[2], 0, '+inf') > 0 then
+  keeper = redis.call('ZRANGEBYSCORE', KEYS[2], score, score .. '.25', 'WITHSCORES')[1] ~= nil
+end
+local function created(key, added)
+  if added == 1 and redis.call('ZCARD', key) == 1 then
+    redis.call('PEXPIRE', key, ARGV[2])
+    if rules then redis.call('PEXPIRE', KEYS[3], ARGV[2]) end
+  end
+end
+local added = redis.call('ZADD', KEYS[1], score, ARGV[5])
+created(KEYS[1], added)
+if added == 0 and not keeper then redis.call('DEL', KEYS[8]) end
+created(KEYS[6], redis.call('ZADD', KEYS[6], 'NX', score .. '.25', ARGV[5]))
+return {1, 0, 0, 0, -1, 0, -1, -1, -1}
+LUA
+)")
+# The commands alone, revision 2 (5 keys, 6 arguments): TIME, GET of the
+# rules record (SET when there is none), ZCARD of k-1 and, when it holds
+# anyone, ZRANGEBYSCORE k-1 p p, ZADD NX of k and ZCARD when it adds, and
+# the PEXPIREs when that creates k.
+commands2=$(redis-cli -p "$port" script load "$(cat <<'LUA'
 local t = redis.call('TIME')
 local rules = redis.call('GET', KEYS[3])
 if not rules then redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[2]) end
 if redis.call('ZCARD', KEYS[2]) > 0 then
   redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[6], ARGV[6])
 end
-if redis.call('ZADD', KEYS[1], ${flags}0, ARGV[5]) == 1 and redis.call('ZCARD', KEYS[1]) == 1 then
+if redis.call('ZADD', KEYS[1], 'NX', 0, ARGV[5]) == 1 and redis.call('ZCARD', KEYS[1]) == 1 then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   if rules then redis.call('PEXPIRE', KEYS[3], ARGV[2]) end
 end
-${2:-}
 return {1, 0, 0, 0, -1, 0}
 LUA
-}
-commands=$(redis-cli -p "$port" script load "$(commands_script nx)")
-# The same with sticky return's reservation (docs/protocol.md, rule 15's
-# design, not built): the open set of k holds the member's reservation, so
-# the registration's ZADD of k updates it (no ZCARD), and the member
-# reserves its place in k+1 (KEYS[4]) with ZADD NX and, when that adds,
-# ZCARD of k+1 (and the TTL of a set it creates).
-reserving=$(redis-cli -p "$port" script load "$(commands_script update "
-if redis.call('ZADD', KEYS[4], 'NX', 0, ARGV[5]) == 1 and redis.call('ZCARD', KEYS[4]) == 1 then
-  redis.call('PEXPIRE', KEYS[4], ARGV[2])
-end")")
+)")
 token=0123456789abcdef0123456789abcdef
-rules="2:86400000:ranked:modulo"
+rules="3:86400000:ranked:modulo"
 groups=30000
 calls=200000
 
-# Lays out the settled state of every group redis-benchmark will name.
+# The keys and arguments a worker of revision REV (3 or 2) sends for the
+# group whose hash tag holds G, into the array `req`: the key count, the
+# keys, the arguments.
+request() { # rev g day token last older_position older_size
+  local g=$2 day=$3 token=$4 last=$5
+  if [ "$1" = 3 ]; then
+    req=(8 "{$g}:k" "{$g}:k1" "{$g}:rules" "{$g}:members" "{$g}:k1:fillers"
+      "{$g}:k+1" "{$g}:k2" "{$g}:k:fillers"
+      86400000 432000000 "$day" "$rules" "$token" "$last" "" "$6" "$7")
+  else
+    req=(5 "{$g}:k" "{$g}:k1" "{$g}:rules" "{$g}:members" "{$g}:k1:fillers"
+      86400000 259200000 "$day" "2:86400000:ranked:modulo" "$token" "$last")
+  fi
+}
+
+# Fails unless our script (either revision) answers the request in `req`
+# with status 1 and position WANT (after a run: a repeat, which reads what
+# the run's first call did): a wrong layout or argument would be answered
+# with a cheap refusal, and the figures would measure that.
+check() { # sha want
+  [ "$1" = "$ours" ] || [ "$1" = "$ours2" ] || return 0
+  local reply
+  reply=$(redis-cli -p "$port" evalsha "$1" "${req[@]}" | tr '\n' ' ')
+  case "$reply" in
+    "1 "*) [ "$(echo "$reply" | cut -d' ' -f5)" = "$2" ] && return 0 ;;
+  esac
+  echo "unexpected reply to ${req[*]}: $reply" >&2
+  exit 1
+}
+
+# Lays out the settled state of every group redis-benchmark will name
+# (revision 3): k-1 and k-2 hold the token at 0, k its reservation.
 settle() {
   redis-cli -p "$port" eval "
     for i = 0, tonumber(ARGV[1]) - 1 do
       local g = string.format('{scale-%012d}', i)
       redis.call('ZADD', g .. ':k1', 0, ARGV[2])
-      redis.call('SET', g .. ':rules', ARGV[3], 'PX', 259200000)
+      redis.call('ZADD', g .. ':k2', 0, ARGV[2])
+      redis.call('ZADD', g .. ':k', '0.25', ARGV[2])
+      redis.call('SET', g .. ':rules', ARGV[3], 'PX', 432000000)
     end
     return 1" 0 "$groups" "$token" "$rules" >/dev/null
 }
 
 # One run: prints "registrations/s usec_per_call".
-run() { # sha case pipelined [key count: 3, or 5 as a registration declares]
-  local sha=$1 case=$2 p=$3 nkeys=${4:-3} sent
-  local keys=("{scale-__rand_int__}:k" "{scale-__rand_int__}:k1" "{scale-__rand_int__}:rules")
-  [ "$nkeys" = 5 ] && keys+=("{scale-__rand_int__}:members" "{scale-__rand_int__}:k1:fillers")
+run() { # sha case pipelined [revision whose call it makes: 3, or 2 (first only)]
+  local sha=$1 case=$2 p=$3 rev=${4:-3}
   redis-cli -p "$port" flushall >/dev/null
-  if [ "$case" = settled ]; then settle; sent=0; else sent=-1; fi
-  redis-cli -p "$port" config resetstat >/dev/null
   # Interval one day, so every call lands in the interval it names.
   local day=$(( $(redis-cli -p "$port" time | head -1) / 86400 ))
+  local last=-1 older=(-1 -1)
+  if [ "$case" = settled ]; then settle; last=0 older=(0 1); fi
+  request "$rev" "scale-__rand_int__" "$day" "$token" "$last" "${older[@]}"
+  redis-cli -p "$port" config resetstat >/dev/null
   local rps usec
   rps=$(redis-benchmark -p "$port" -q -n "$calls" -r "$groups" -c 50 -P "$p" \
-    evalsha "$sha" "$nkeys" "${keys[@]}" \
-    86400000 259200000 "$day" "$rules" "$token" "$sent" 2>&1 |
+    evalsha "$sha" "${req[@]}" 2>&1 |
     tr '\r' '\n' | grep "requests per second" | tail -1 | sed 's/.*: \([0-9.]*\) requests per second.*/\1/')
   usec=$(redis-cli -p "$port" info commandstats | grep '^cmdstat_evalsha:' | sed 's/.*usec_per_call=\([0-9.]*\).*/\1/')
+  request "$rev" "scale-000000000000" "$day" "$token" "$last" "${older[@]}"
+  check "$sha" "$last"
   echo "$rps $usec"
 }
 
@@ -113,45 +188,60 @@ PY
 done
 # Once per member: every call is a member's one registration of the
 # interval (what a settled group sends), 10,000 groups of 16, piped over one
-# connection (redis-cli --pipe): "newcomers" into fresh groups (ARGV[6] =
-# -1), "keepers" with the closed set laid out and each sending its position.
-once() { # sha case [reserved: the open sets hold every member's reservation]
-  local sha=$1 case=$2 reserved=${3:-0}
+# connection (redis-cli --pipe): "newcomers" into fresh groups (last
+# position -1), "keepers" with the group laid out as the revision leaves it
+# settled (revision 3: k-1 and k-2 hold member j at j, k its reservation
+# j.25; revision 2: k-1 holds j at j) and each sending its position (and,
+# revision 3, its pair in k-2, j of 16).
+once() { # sha case [revision whose call it makes: 3, or 2]
+  local sha=$1 case=$2 rev=${3:-3}
   redis-cli -p "$port" flushall >/dev/null
   local day=$(( $(redis-cli -p "$port" time | head -1) / 86400 ))
   if [ "$case" = keepers ]; then
     redis-cli -p "$port" eval "
       for g = 0, 9999 do
+        local tag = '{m-' .. g .. '}'
         for j = 0, 15 do
           local m = string.format('%032x', g * 16 + j)
-          redis.call('ZADD', '{m-' .. g .. '}:k1', j, m)
-          if ARGV[2] == '1' then redis.call('ZADD', '{m-' .. g .. '}:k', j, m) end
+          redis.call('ZADD', tag .. ':k1', j, m)
+          if ARGV[3] == '3' then
+            redis.call('ZADD', tag .. ':k2', j, m)
+            redis.call('ZADD', tag .. ':k', j .. '.25', m)
+          end
         end
-        redis.call('SET', '{m-' .. g .. '}:rules', ARGV[1], 'PX', 259200000)
+        redis.call('SET', tag .. ':rules', ARGV[1], 'PX', ARGV[2])
       end
-      return 1" 0 "$rules" "$reserved" >/dev/null
+      return 1" 0 "$([ "$rev" = 3 ] && echo "$rules" || echo 2:86400000:ranked:modulo)" \
+      "$([ "$rev" = 3 ] && echo 432000000 || echo 259200000)" "$rev" >/dev/null
   fi
-  python3 - "$sha" "$day" "$rules" "$case" "$reserved" > "$dir/once.resp" <<'PY'
+  # The requests, as request() builds them, for every member of every group.
+  local -a keepers newcomers
+  request "$rev" "m-G" "$day" T J J 16; keepers=("${req[@]}")
+  request "$rev" "m-G" "$day" T -1 -1 -1; newcomers=("${req[@]}")
+  if [ "$case" = keepers ]; then set -- "${keepers[@]}"; else set -- "${newcomers[@]}"; fi
+  python3 - "$sha" "$@" > "$dir/once.resp" <<'PY'
 import sys
-sha, day, rules, case, reserved = sys.argv[1:]
+sha, *template = sys.argv[1:]
 out = sys.stdout.buffer
-def cmd(*args):
+def cmd(args):
     out.write(b"*%d\r\n" % len(args))
     for a in args:
         a = a.encode()
         out.write(b"$%d\r\n%s\r\n" % (len(a), a))
 for j in range(16):
     for g in range(10000):
-        sent = str(j) if case == "keepers" else "-1"
-        keys = ["{m-%d}:k" % g, "{m-%d}:k1" % g, "{m-%d}:rules" % g]
-        if reserved == "1":
-            keys.append("{m-%d}:k2" % g)
-        cmd("EVALSHA", sha, str(len(keys)), *keys,
-            "86400000", "259200000", day, rules, "%032x" % (g * 16 + j), sent)
+        subst = {"T": "%032x" % (g * 16 + j), "J": str(j)}
+        args = [subst.get(a, a).replace("{m-G}", "{m-%d}" % g) for a in template]
+        cmd(["EVALSHA", sha] + args)
 PY
   redis-cli -p "$port" config resetstat >/dev/null
   redis-cli -p "$port" --pipe < "$dir/once.resp" >/dev/null
   redis-cli -p "$port" info commandstats | grep '^cmdstat_evalsha:' | sed 's/.*usec_per_call=\([0-9.]*\).*/\1/'
+  if [ "$case" = keepers ]; then
+    request "$rev" "m-9999" "$day" "$(printf '%032x' 159999)" 15 15 16; check "$sha" 15
+  else
+    request "$rev" "m-9999" "$day" "$(printf '%032x' 159999)" -1 -1 -1; check "$sha" -1
+  fi
 }
 echo
 echo "| once per member | round | ours µs/call | empty µs/call | ratio | commands alone µs/call | ours / commands |"
@@ -165,27 +255,33 @@ for case in newcomers keepers; do
   done
 done
 echo
-# What declaring keys costs: every lease request declares five (the member
-# record and the filler cache after the three above; an anonymous keeper
-# touches neither), the tables above three.
+# Revision 3 against revision 2, each called as its workers call it on the
+# layout it leaves, in turns: on a noisy machine only figures taken side by
+# side compare.
+echo "| once per member, revision 3 against 2 | round | ours µs/call | revision 2 | ratio | commands alone | revision 2's commands alone | ratio | empty | revision 2's empty |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+for case in newcomers keepers; do
+  for r in $(seq "$rounds"); do
+    ours_us=$(once "$ours" "$case")
+    ours2_us=$(once "$ours2" "$case" 2)
+    commands_us=$(once "$commands" "$case")
+    commands2_us=$(once "$commands2" "$case" 2)
+    floor_us=$(once "$floor" "$case")
+    floor2_us=$(once "$floor2" "$case" 2)
+    python3 -c "import sys; o, o2, c, c2, f, f2 = map(float, sys.argv[3:]); print(f'| {sys.argv[1]} | {sys.argv[2]} | {o:.2f} | {o2:.2f} | {o/o2:.2f} | {c:.2f} | {c2:.2f} | {c/c2:.2f} | {f:.2f} | {f2:.2f} |')" \
+      "$case" "$r" "$ours_us" "$ours2_us" "$commands_us" "$commands2_us" "$floor_us" "$floor2_us"
+  done
+done
 echo
-echo "| declared keys, first, 1 pipelined | round | ours µs/call, 3 keys | 5 keys | ratio |"
+# What declaring keys and sending arguments costs: the empty script called
+# as revision 3 calls ours (8 keys, 9 arguments) against as revision 2 did
+# (5 keys, 6 arguments).
+echo "| declared keys and arguments, empty script, first, 1 pipelined | round | 5 keys, 6 arguments µs/call | 8 keys, 9 arguments | ratio |"
 echo "| --- | --- | --- | --- | --- |"
 for r in $(seq "$rounds"); do
-  read -r _ three < <(run "$ours" first 1 3)
-  read -r _ five < <(run "$ours" first 1 5)
-  python3 -c "import sys; t, f = map(float, sys.argv[2:]); print(f'| ours | {sys.argv[1]} | {t:.2f} | {f:.2f} | {f/t:.2f} |')" "$r" "$three" "$five"
+  read -r _ two < <(run "$floor2" first 1 2)
+  read -r _ three < <(run "$floor" first 1 3)
+  python3 -c "import sys; t, f = map(float, sys.argv[2:]); print(f'| empty | {sys.argv[1]} | {t:.2f} | {f:.2f} | {f/t:.2f} |')" "$r" "$two" "$three"
 done
 echo
-echo "| sticky return's reservation, once per member: keepers | round | commands alone µs/call | with the reservation | more | ours µs/call | ours, by as much more |"
-echo "| --- | --- | --- | --- | --- | --- | --- |"
-# The commands alone and ours again, in turns with the reserving variant:
-# on a noisy machine only figures taken side by side compare.
-for r in $(seq "$rounds"); do
-  commands_us=$(once "$commands" keepers)
-  reserving_us=$(once "$reserving" keepers 1)
-  ours_us=$(once "$ours" keepers)
-  python3 -c "import sys; c, s, o = map(float, sys.argv[2:]); print(f'| keepers | {sys.argv[1]} | {c:.2f} | {s:.2f} | {s-c:+.2f} | {o:.2f} | {(o+s-c)/o:.2f} x |')" "$r" "$commands_us" "$reserving_us" "$ours_us"
-done
-echo
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $(redis-server --version | cut -d' ' -f3)"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $(redis-server --version | cut -d' ' -f3); tree $(git rev-parse --short HEAD)"
