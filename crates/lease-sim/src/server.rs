@@ -300,7 +300,10 @@ impl Server {
             .and_then(|n| n.parse::<usize>().ok())
             .filter(|&n| (3..=lease_core::KEY_COUNT).contains(&n))
         else {
-            return err("ERR", "lease's scripts take 3 to 7 keys".into());
+            return err(
+                "ERR",
+                format!("lease's scripts take 3 to {} keys", lease_core::KEY_COUNT),
+            );
         };
         if rest.len() < n + 1 {
             return err(

@@ -62,9 +62,10 @@
 //! same kind: WRONGTYPE, the key-count error, the TTL error, another ERR),
 //! the type, content (members with their scores, counters, the rules
 //! record, the member record and filler caches) and expiry of every key it
-//! declares (a registration's seven: `k`, `k-1`, the rules and member
-//! records, the filler cache of `k-1`, `k+1` and `k-2`; a leave's seven: `c`,
-//! `c+1`, the rules record, `c+2` and the three sets' caches; fewer for a
+//! declares (a registration's eight: `k`, `k-1`, the rules and member
+//! records, the filler cache of `k-1`, `k+1`, `k-2` and the filler cache of
+//! `k`; a leave's eight: `c`, `c+1`, the rules record, `c+2`, the three
+//! sets' caches and the member record; fewer for a
 //! caller that declares fewer), and the number of keys (the scripts touch
 //! nothing else). After every round and before every restart (`FLUSHALL` on
 //! the server, [`SimStore::flush`] on the store): the whole key space.
