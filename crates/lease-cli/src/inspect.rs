@@ -1,5 +1,6 @@
 //! `lease inspect`: what a group's interval keys say right now.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -7,6 +8,7 @@ use std::time::Duration;
 use clap::Args;
 use lease_core::pushdown::Buckets;
 use lease_core::{GroupRules, Mapping, Mode, interval_key, rules_key};
+use lease_sim::{ClosedEntry, EntryKind, closed_set_positions};
 use redis::{Connection, RedisError};
 
 use crate::{CliError, Group, client, connect_error, options, redact, validate};
@@ -40,9 +42,66 @@ enum Content {
     Missing,
     /// Arrival: the counter.
     Counter(i64),
-    /// Ranked: the members in rank order, with their scores.
-    Ranked(Vec<(String, f64)>),
+    /// Ranked: the set's entries with their positions.
+    Ranked(RankedSet),
     Other(String),
+}
+
+/// A Ranked interval's set: its entries (registered, reserved and left,
+/// rule 19) with the positions they have in it closed (rule 15; in the
+/// open interval, the positions it would give if it closed now).
+#[derive(Debug, Default, PartialEq)]
+struct RankedSet {
+    /// By position, then the left entries (in Redis order).
+    entries: Vec<ClosedEntry>,
+    /// The counted entries (registered and reserved, `ZCOUNT 0 +inf`): the
+    /// `n` of every pair the set implies.
+    size: u32,
+    /// Each member's index in `entries` (the views look members up in
+    /// three sets: linear scans were quadratic in the group's size).
+    index: HashMap<String, usize>,
+}
+
+impl RankedSet {
+    /// From the set's `(member, score)` pairs, as `ZRANGE WITHSCORES` lists
+    /// them.
+    fn new(members: &[(String, f64)]) -> Self {
+        let mut entries = closed_set_positions(members);
+        // Stable: the left entries stay in Redis order, after the others.
+        entries.sort_by_key(|e| (e.position.is_none(), e.position));
+        let size = entries.iter().filter(|e| e.position.is_some()).count();
+        let index = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.member.clone(), i))
+            .collect();
+        Self {
+            entries,
+            size: u32::try_from(size).unwrap_or(u32::MAX),
+            index,
+        }
+    }
+
+    /// The counted entries, by position.
+    fn counted(&self) -> impl Iterator<Item = &ClosedEntry> {
+        self.entries.iter().filter(|e| e.position.is_some())
+    }
+
+    /// `member`'s entry, if it has one.
+    fn entry(&self, member: &str) -> Option<&ClosedEntry> {
+        self.entries.get(*self.index.get(member)?)
+    }
+
+    /// The pair `(position, size)` the set implies for `member`: none for
+    /// a left entry or a member without an entry.
+    fn pair(&self, member: &str) -> Option<(u32, u32)> {
+        Some((self.entry(member)?.position?, self.size))
+    }
+
+    /// The number of left entries.
+    fn left(&self) -> usize {
+        self.entries.len() - self.counted().count()
+    }
 }
 
 impl Content {
@@ -57,7 +116,7 @@ impl Content {
     fn count(&self) -> Option<i64> {
         match self {
             Content::Counter(c) => Some(*c),
-            Content::Ranked(m) => Some(m.len() as i64),
+            Content::Ranked(set) => Some(i64::from(set.size)),
             _ => None,
         }
     }
@@ -219,9 +278,24 @@ impl Snapshot {
                 "label": iv.label,
                 "key": iv.key,
                 "pttl_ms": iv.pttl,
+                // A Ranked set's counted members by position (the index is
+                // the position), or an Arrival counter.
                 "members": match &iv.content {
-                    Content::Ranked(m) => serde_json::json!(m.iter().map(|(t, _)| t).collect::<Vec<_>>()),
+                    Content::Ranked(set) => serde_json::json!(set.counted().map(|e| &e.member).collect::<Vec<_>>()),
                     Content::Counter(c) => serde_json::json!(c),
+                    _ => serde_json::Value::Null,
+                },
+                "size": match &iv.content {
+                    Content::Ranked(set) => serde_json::json!(set.size),
+                    _ => serde_json::Value::Null,
+                },
+                "entries": match &iv.content {
+                    Content::Ranked(set) => serde_json::json!(set.entries.iter().map(|e| serde_json::json!({
+                        "member": e.member,
+                        "score": e.score,
+                        "kind": e.kind.as_str(),
+                        "position": e.position,
+                    })).collect::<Vec<_>>()),
                     _ => serde_json::Value::Null,
                 },
             })).collect::<Vec<_>>(),
@@ -232,11 +306,15 @@ impl Snapshot {
 
 /// What each worker of a Ranked group holds, as far as Redis can tell: a
 /// worker's parts are its own state, but each is made of its positions in
-/// the closed sets. The reply to a registration in `k` certifies the part
+/// the closed sets (rule 15's positions, not ranks; a left entry has none).
+/// The reply to a registration in `k` certifies the part
 /// `T(p(k-1)) ∩ T(p(k-2))` (under whole pairs only when the two positions
 /// are equal, rule 5; under task sets any two, rule 13), and the part the
 /// interval before certified, `T(p(k-2)) ∩ T(p(k-3))`, may still be
-/// draining.
+/// draining. A member whose entry in `k-1` is only a reservation is
+/// granted short (rule 19): until the end of `k`. Rule 19's inherited
+/// positions (a crashed keeper's, added to a survivor's part under task
+/// sets) are not shown.
 pub(crate) struct TaskView {
     mapping: Mapping,
     buckets: u32,
@@ -255,6 +333,9 @@ pub(crate) struct Holding {
     held: usize,
     /// Buckets of the part before that may still drain, beyond `held`.
     draining: usize,
+    /// Its entry in `k-1` is only a reservation: a grant from `k` ends with
+    /// `k` (rule 19).
+    short: bool,
 }
 
 impl TaskView {
@@ -265,18 +346,12 @@ impl TaskView {
         k2: &Content,
         k3: &Content,
     ) -> Option<Self> {
-        let ranks = |c: &Content| -> Option<Vec<String>> {
-            match c {
-                Content::Ranked(m) => Some(m.iter().map(|(t, _)| t.clone()).collect()),
-                Content::Missing => Some(Vec::new()),
-                _ => None,
-            }
-        };
-        let (r1, r2, r3) = (ranks(k1)?, ranks(k2)?, ranks(k3)?);
-        let position = |set: &[String], who: &str| -> Option<(u32, u32)> {
-            let i = set.iter().position(|t| t == who)?;
-            Some((u32::try_from(i).ok()?, u32::try_from(set.len()).ok()?))
-        };
+        let empty = RankedSet::default();
+        let (r1, r2, r3) = (
+            ranked_or_empty(k1, &empty)?,
+            ranked_or_empty(k2, &empty)?,
+            ranked_or_empty(k3, &empty)?,
+        );
         let part = |newer: Option<(u32, u32)>, older: Option<(u32, u32)>| -> Option<[u32; 4]> {
             let ((i, n), (pi, pn)) = (newer?, older?);
             // Whole pairs grant equal positions only (rule 5).
@@ -285,17 +360,19 @@ impl TaskView {
         let holds = |p: Option<[u32; 4]>, b: u64| {
             p.is_some_and(|[i, n, pi, pn]| mapping.owner(b, n) == i && mapping.owner(b, pn) == pi)
         };
-        let mut seen: Vec<String> = r1.clone();
-        seen.extend(r2.iter().filter(|t| !r1.contains(t)).cloned());
+        // The counted members of k-1 by position, then those of k-2 not
+        // counted in k-1 (what they held may still drain).
+        let mut seen: Vec<&str> = r1.counted().map(|e| e.member.as_str()).collect();
+        seen.extend(
+            r2.counted()
+                .map(|e| e.member.as_str())
+                .filter(|m| r1.pair(m).is_none()),
+        );
         let mut covered = vec![false; buckets as usize];
         let members = seen
             .into_iter()
             .map(|member| {
-                let positions = [
-                    position(&r3, &member),
-                    position(&r2, &member),
-                    position(&r1, &member),
-                ];
+                let positions = [r3.pair(member), r2.pair(member), r1.pair(member)];
                 let newest = part(positions[2], positions[1]);
                 let before = part(positions[1], positions[0]);
                 let (mut held, mut draining) = (0, 0);
@@ -308,11 +385,14 @@ impl TaskView {
                     }
                 }
                 Holding {
-                    member,
+                    member: member.to_owned(),
                     positions,
                     part: newest,
                     held,
                     draining,
+                    short: r1
+                        .entry(member)
+                        .is_some_and(|e| e.kind == EntryKind::Reserved),
                 }
             })
             .collect();
@@ -347,9 +427,14 @@ impl TaskView {
                 Some([i, n, pi, pn]) => format!("T({i},{n})∩T({pi},{pn})"),
                 None => "nothing".to_owned(),
             };
+            let short = if h.short && h.part.is_some() {
+                "  short: only reserved in k-1, a grant from k ends with k (rule 19)"
+            } else {
+                ""
+            };
             let _ = writeln!(
                 out,
-                "             {:<32}  {:<7}  {:<7}  {:<7}  {part:<13}  {:.3}  {:.3}",
+                "             {:<32}  {:<7}  {:<7}  {:<7}  {part:<13}  {:.3}  {:.3}{short}",
                 h.member,
                 pos(h.positions[0]),
                 pos(h.positions[1]),
@@ -380,9 +465,20 @@ impl TaskView {
                 "part": h.part,
                 "share": self.share(h.held),
                 "draining": self.share(h.draining),
+                "short": h.short,
             })).collect::<Vec<_>>(),
             "nobody": self.share(self.nobody),
         })
+    }
+}
+
+/// A Ranked content's set, a missing key's as empty; `None` for another
+/// content.
+fn ranked_or_empty<'a>(content: &'a Content, empty: &'a RankedSet) -> Option<&'a RankedSet> {
+    match content {
+        Content::Ranked(set) => Some(set),
+        Content::Missing => Some(empty),
+        _ => None,
     }
 }
 
@@ -490,7 +586,7 @@ fn read_key(conn: &mut Connection, key: &str) -> Result<Content, RedisError> {
                 .arg(-1)
                 .arg("WITHSCORES")
                 .query(conn)?;
-            Content::Ranked(members)
+            Content::Ranked(RankedSet::new(&members))
         }
         other => Content::Other(format!("a {other}, not a lease key")),
     })
@@ -613,23 +709,58 @@ fn write_interval(out: &mut String, iv: &Interval, state: &str, open: bool) {
                 );
             }
         }
-        Content::Ranked(members) => {
-            let n = members.len();
-            let _ = writeln!(out, "          {n} members{so_far}, in rank order:");
-            let _ = writeln!(
-                out,
-                "          rank  token                             score        implies"
-            );
-            for (rank, (token, score)) in members.iter().enumerate() {
-                let _ = writeln!(
-                    out,
-                    "          {rank:>4}  {token:<32}  {score:<11.6}  ({rank}, {n}){so_far}"
-                );
-            }
-        }
+        Content::Ranked(set) => write_ranked(out, set, so_far, open),
         Content::Other(what) => {
             let _ = writeln!(out, "          unexpected: {what}");
         }
+    }
+}
+
+/// A Ranked set's entries by position (rule 15), the left ones last: each
+/// with its score, its kind (rule 19) and the pair it implies.
+fn write_ranked(out: &mut String, set: &RankedSet, so_far: &str, open: bool) {
+    let n = set.size;
+    let left = match set.left() {
+        0 => String::new(),
+        l => format!(", and {l} left (not counted)"),
+    };
+    let _ = writeln!(out, "          {n} members{so_far}, by position{left}:");
+    if set.entries.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "          position  member                            score             kind        implies"
+    );
+    for e in &set.entries {
+        let (position, implies) = match e.position {
+            Some(p) => (p.to_string(), format!("({p}, {n}){so_far}")),
+            None => ("-".to_owned(), String::new()),
+        };
+        let line = format!(
+            "          {position:>8}  {:<32}  {:<16}  {:<10}  {implies}",
+            e.member,
+            e.score,
+            e.kind.as_str()
+        );
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    let kinds = |kind| set.entries.iter().any(|e| e.kind == kind);
+    if kinds(EntryKind::Reserved) {
+        let what = if open {
+            "reserved by its registration in the interval before, not registered here yet; \
+             counted all the same (rule 19)"
+        } else {
+            "reserved by its registration in the interval before, which it did not repeat here; \
+             counted at the position it carried (rule 19)"
+        };
+        let _ = writeln!(out, "          reserved: {what}");
+    }
+    if kinds(EntryKind::Left) {
+        let _ = writeln!(
+            out,
+            "          left: left gracefully here (rule 16); not counted, no position"
+        );
     }
 }
 
@@ -643,23 +774,35 @@ fn agreement(mode: Option<Mode>, k1: &Interval, k2: &Interval) -> String {
     );
     match (mode, &k1.content, &k2.content) {
         (_, Content::Ranked(now), before) => {
-            let before: Vec<(String, f64)> = match before {
-                Content::Ranked(b) => b.clone(),
-                _ => Vec::new(),
-            };
-            let (n1, n2) = (now.len(), before.len());
-            for (rank, (token, _)) in now.iter().enumerate() {
-                let verdict = match before.iter().position(|(t, _)| t == token) {
-                    Some(r) if r == rank && n1 == n2 => {
-                        format!("agree: holds ({rank}, {n1}) during k")
-                    }
-                    Some(r) => format!("({r}, {n2}) then ({rank}, {n1}): changed, holds nothing"),
-                    None => format!("new in k-1 ({rank}, {n1}): holds nothing yet"),
+            let empty = RankedSet::default();
+            let before = ranked_or_empty(before, &empty).unwrap_or(&empty);
+            for e in &now.entries {
+                let Some(pair) = now.pair(&e.member) else {
+                    let _ = writeln!(
+                        out,
+                        "             {}  left k-1 gracefully: holds nothing",
+                        e.member
+                    );
+                    continue;
                 };
-                let _ = writeln!(out, "             {token}  {verdict}");
+                let (p1, n1) = pair;
+                let verdict = match before.pair(&e.member) {
+                    Some(older) if older == pair && e.kind == EntryKind::Reserved => format!(
+                        "agree: holds ({p1}, {n1}) during k, short: its entry in k-1 is only a \
+                         reservation, so a grant from k ends with k (rule 19)"
+                    ),
+                    Some(older) if older == pair => format!("agree: holds ({p1}, {n1}) during k"),
+                    Some((p2, n2)) => {
+                        format!("({p2}, {n2}) then ({p1}, {n1}): changed, holds nothing")
+                    }
+                    None => format!("new in k-1 ({p1}, {n1}): holds nothing yet"),
+                };
+                let _ = writeln!(out, "             {}  {verdict}", e.member);
             }
-            if now.is_empty() {
+            if now.entries.is_empty() {
                 let _ = writeln!(out, "             nobody: k-1 is empty, nothing is held");
+            } else if now.size == 0 {
+                let _ = writeln!(out, "             nobody counted in k-1, nothing is held");
             }
         }
         (_, Content::Counter(c1), Content::Counter(c2)) if c1 == c2 && *c1 > 0 => {
@@ -717,6 +860,78 @@ mod tests {
         assert_eq!(utc(0, 0), "1970-01-01 00:00:00.000000");
         assert_eq!(utc(1_700_000_000, 42), "2023-11-14 22:13:20.000042");
         assert_eq!(utc(951_782_400, 0), "2000-02-29 00:00:00.000000");
+    }
+
+    fn interval(label: &str, members: &[(&str, f64)]) -> Interval {
+        let members: Vec<(String, f64)> =
+            members.iter().map(|(m, s)| ((*m).to_owned(), *s)).collect();
+        Interval {
+            label: label.to_owned(),
+            key: format!("{{g}}:{label}"),
+            content: Content::Ranked(RankedSet::new(&members)),
+            pttl: 1000,
+        }
+    }
+
+    /// Positions, not ranks, and the counted size: a reservation keeps
+    /// its position, a left entry has none (listed last), a filler takes
+    /// the free one.
+    #[test]
+    fn ranked_sets_show_positions_kinds_and_the_counted_size() {
+        let iv = interval(
+            "k-1",
+            &[
+                ("m:z", -1.0),
+                ("m:b", 1.25),
+                ("m:n", 1_099_511_627_776.0),
+                ("m:a", 0.0),
+            ],
+        );
+        let Content::Ranked(set) = &iv.content else {
+            unreachable!()
+        };
+        assert_eq!(set.size, 3);
+        assert_eq!(iv.content.count(), Some(3));
+        let rows: Vec<(&str, Option<u32>)> = set
+            .entries
+            .iter()
+            .map(|e| (e.member.as_str(), e.position))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("m:a", Some(0)),
+                ("m:b", Some(1)),
+                ("m:n", Some(2)),
+                ("m:z", None)
+            ]
+        );
+        let mut out = String::new();
+        write_interval(&mut out, &iv, "closed: final", false);
+        assert!(
+            out.contains("3 members, by position, and 1 left (not counted):"),
+            "{out}"
+        );
+        assert!(
+            out.contains("       -  m:z                               -1                left\n"),
+            "{out}"
+        );
+    }
+
+    /// Only left entries in k-1: nobody is counted, nobody holds anything.
+    #[test]
+    fn a_set_of_left_entries_holds_nothing() {
+        let k1 = interval("k-1", &[("m:a", -1.0)]);
+        let k2 = interval("k-2", &[("m:a", 0.0)]);
+        let out = agreement(Some(Mode::Ranked), &k1, &k2);
+        assert!(
+            out.contains("m:a  left k-1 gracefully: holds nothing"),
+            "{out}"
+        );
+        assert!(
+            out.contains("nobody counted in k-1, nothing is held"),
+            "{out}"
+        );
     }
 
     #[test]

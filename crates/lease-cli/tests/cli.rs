@@ -401,6 +401,197 @@ fn inspect_reads_arrival_counters_and_hides_the_password() {
     assert!(text(&out).0.contains("No keys"), "{}", text(&out).0);
 }
 
+/// The lines of the section of `stdout` that starts with the line
+/// starting with `label` (up to the next empty line), each with its runs
+/// of spaces made one.
+fn section(stdout: &str, label: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .skip_while(|l| !l.starts_with(label))
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+/// `lease inspect` on a Ranked group's sets laid out by hand (revision 3,
+/// rules 15, 16 and 19), under modulo. The story: a, b, c, d, g at
+/// positions 0..5 in k-3; g leaves gracefully in k-2 (a left entry); in
+/// k-1, d leaves gracefully, b misses its registration (its reservation
+/// from k-2 holds 1), and e returns, sending position 5 (a returnee's
+/// score, 2^32 + 5 + 0.5: a filler). So closed k-1 counts a, b, c, e:
+/// size 4, where its ZCARD is 5; a, b (through its reservation) and c keep
+/// 0, 1, 2, and e fills the free position 3, where its rank is 4. In the
+/// open k, a and b have registered (their positions in k-1), c and e are
+/// still reserved by their registrations in k-1.
+#[test]
+fn inspect_shows_positions_kinds_and_counted_sizes_of_ranked_sets() {
+    let server = RedisServer::start().unwrap();
+    let name = unique_name("ranked");
+    let l: u64 = 60_000;
+    let returnee = "4294967301.5"; // 2^32 + 5 + 0.5
+    let returnee_reserved = "4294967301.75";
+    let sets: [(u64, &[(&str, &str)]); 4] = [
+        (
+            0,
+            &[
+                ("0", "m:a"),
+                ("1", "m:b"),
+                ("2.25", "m:c"),
+                (returnee_reserved, "m:e"),
+            ],
+        ),
+        (
+            1,
+            &[
+                ("0", "m:a"),
+                ("1.25", "m:b"),
+                ("2", "m:c"),
+                ("-1", "m:d"),
+                (returnee, "m:e"),
+            ],
+        ),
+        (
+            2,
+            &[
+                ("0", "m:a"),
+                ("1", "m:b"),
+                ("2", "m:c"),
+                ("3", "m:d"),
+                ("-1", "m:g"),
+            ],
+        ),
+        (
+            3,
+            &[
+                ("0", "m:a"),
+                ("1", "m:b"),
+                ("2", "m:c"),
+                ("3", "m:d"),
+                ("4", "m:g"),
+            ],
+        ),
+    ];
+    // Retried if the interval ends between the layout and the read.
+    let stdout = (0..3)
+        .find_map(|_| {
+            let time = server.command(&["TIME"]).unwrap();
+            let (sec, usec): (u64, u64) = redis::from_redis_value(time).unwrap();
+            let k = (sec * 1000 + usec / 1000) / l;
+            let rules = format!("{{{name}}}:rules");
+            server
+                .command(&["SET", &rules, "3:60000:ranked:modulo", "PX", "300000"])
+                .unwrap();
+            for (d, entries) in sets {
+                let key = format!("{{{name}}}:{}", k - d);
+                server.command(&["DEL", &key]).unwrap();
+                let mut zadd = vec!["ZADD", &key];
+                for (score, member) in entries {
+                    zadd.extend([*score, *member]);
+                }
+                server.command(&zadd).unwrap();
+                server.command(&["PEXPIRE", &key, "300000"]).unwrap();
+            }
+            let out = lease(&[
+                "inspect",
+                "--redis",
+                server.url(),
+                "--name",
+                &name,
+                "--interval",
+                &l.to_string(),
+            ]);
+            let (stdout, stderr) = text(&out);
+            assert!(out.status.success(), "{stdout}\n{stderr}");
+            stdout
+                .contains(&format!("now in k = {k} "))
+                .then_some(stdout)
+        })
+        .expect("three reads in one interval");
+    let has = |label: &str, lines: &[&str]| {
+        let got = section(&stdout, label);
+        for line in lines {
+            assert!(
+                got.iter().any(|g| g == line),
+                "{line:?} not in {label}:\n{stdout}"
+            );
+        }
+    };
+    assert!(stdout.contains("mode         ranked"), "{stdout}");
+    has(
+        "k ",
+        &[
+            "4 members so far, by position:",
+            "position member score kind implies",
+            "0 m:a 0 registered (0, 4) so far",
+            "1 m:b 1 registered (1, 4) so far",
+            "2 m:c 2.25 reserved (2, 4) so far",
+            "3 m:e 4294967301.75 reserved (3, 4) so far",
+        ],
+    );
+    has(
+        "k-1 ",
+        &[
+            "4 members, by position, and 1 left (not counted):",
+            "0 m:a 0 registered (0, 4)",
+            "1 m:b 1.25 reserved (1, 4)",
+            "2 m:c 2 registered (2, 4)",
+            "3 m:e 4294967301.5 registered (3, 4)",
+            "- m:d -1 left",
+        ],
+    );
+    has(
+        "k-2 ",
+        &[
+            "4 members, by position, and 1 left (not counted):",
+            "3 m:d 3 registered (3, 4)",
+            "- m:g -1 left",
+        ],
+    );
+    has(
+        "k-3 ",
+        &["5 members, by position:", "4 m:g 4 registered (4, 5)"],
+    );
+    // Whole pairs (modulo): the same pair in k-1 and k-2, by position.
+    has(
+        "in force ",
+        &[
+            "m:a agree: holds (0, 4) during k",
+            "m:b agree: holds (1, 4) during k, short: its entry in k-1 is only a reservation, \
+             so a grant from k ends with k (rule 19)",
+            "m:c agree: holds (2, 4) during k",
+            "m:e new in k-1 (3, 4): holds nothing yet",
+            "m:d left k-1 gracefully: holds nothing",
+        ],
+    );
+    // The task-set view: positions in k-3, k-2, k-1; nobody holds
+    // position 3's quarter (e is new, d left).
+    let tasks: Vec<String> = section(&stdout, "tasks ");
+    let row = |member: &str| {
+        tasks
+            .iter()
+            .find(|t| t.starts_with(&format!("{member} ")))
+            .unwrap_or_else(|| panic!("{member} not in the task view:\n{stdout}"))
+            .clone()
+    };
+    assert_eq!(row("m:a"), "m:a (0, 5) (0, 4) (0, 4) T(0,4) 0.250 0.000");
+    assert!(
+        row("m:b").starts_with("m:b (1, 5) (1, 4) (1, 4) T(1,4) 0.250 0.000 short: "),
+        "{stdout}"
+    );
+    assert_eq!(row("m:e"), "m:e - - (3, 4) nothing 0.000 0.000");
+    assert_eq!(row("m:d"), "m:d (3, 5) (3, 4) - nothing 0.000 0.000");
+    assert!(
+        tasks.iter().all(|t| !t.starts_with("m:g ")),
+        "g left before k-2: {stdout}"
+    );
+    assert!(
+        tasks
+            .iter()
+            .any(|t| t.starts_with("held by nobody: 0.250 ")),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn bad_urls_bad_names_and_unreachable_servers_have_their_own_exit_codes() {
     // Bad URL: 2.

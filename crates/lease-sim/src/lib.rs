@@ -20,6 +20,10 @@
 //! The command-line runner of randomized runs is `lease sim` (crate
 //! `lease-cli`).
 //!
+//! [`closed_set_positions`] gives every member's position in a closed
+//! Ranked set read from Redis (`ZRANGE key 0 -1 WITHSCORES`), computed by
+//! the store's own code (`lease inspect` shows them).
+//!
 //! # The simulated Redis behind the real clients
 //!
 //! With a client feature, the same store runs behind the real adapters, so a
@@ -81,5 +85,7 @@ pub use redis_rs::SimConnection;
 pub use run::{Faults, RunConfig, RunReport, random_run};
 #[cfg(feature = "tokio")]
 pub use server::{RedisFaults, ServerStats, SimRedis, SimRedisConfig};
-pub use store::{LeaveSabotage, Peek, SimStore, StoreError};
+pub use store::{
+    ClosedEntry, EntryKind, LeaveSabotage, Peek, SimStore, StoreError, closed_set_positions,
+};
 pub use world::{Action, Clocks, Mishap, Observed, Sim, SimConfig, Stats, WorkerId};

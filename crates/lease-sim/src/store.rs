@@ -13,10 +13,12 @@ use std::collections::{BTreeMap, HashMap};
 mod fillers;
 mod leave;
 mod members;
+mod positions;
 mod ranked;
 mod zset;
 
 pub use leave::LeaveSabotage;
+pub use positions::{ClosedEntry, EntryKind, closed_set_positions};
 use zset::ZSet;
 
 use lease_core::Mode;
@@ -1442,5 +1444,125 @@ mod tests {
         assert_eq!(leave(&mut s, at(10, 5), 10, &t[0]), [1, 10, 3, 5000, 1]);
         assert_eq!(s.scores("{g}:10"), None);
         assert_eq!(s.scores("{g}:11"), None);
+    }
+
+    /// `(member, score)` pairs of the set at `key`, as `ZRANGE WITHSCORES`
+    /// lists them.
+    fn zrange(s: &SimStore, key: &str) -> Vec<(String, f64)> {
+        s.scores(key)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(score, m)| (m, score))
+            .collect()
+    }
+
+    /// Asserts that the store answers a registration in `k` of `member`
+    /// (`reply`, the fields after the server time) as
+    /// [`closed_set_positions`] reads closed `k-1` (`entries`): the
+    /// position (-1 for a left entry or none), the size, and whether the
+    /// entry is registered.
+    fn agrees(entries: &[ClosedEntry], member: &str, reply: &[i64], why: &str) {
+        let size = entries.iter().filter(|e| e.position.is_some()).count() as i64;
+        let entry = entries.iter().find(|e| e.member == member);
+        let want = entry.and_then(|e| e.position).map_or(-1, i64::from);
+        assert_eq!(reply[..2], [want, size], "{why}: {member} in {entries:?}");
+        if let Some(e) = entry.filter(|e| e.position.is_some()) {
+            let registered = i64::from(e.kind == EntryKind::Registered);
+            assert_eq!(reply[2], registered, "{why}: {member} in {entries:?}");
+        }
+    }
+
+    /// [`closed_set_positions`] against the store on random closed sets
+    /// (keepers, duplicates, carried positions beyond the size,
+    /// reservations, returnees, newcomers, left entries), written into the
+    /// store as closed `k-1`: every member registering in `k`, one after
+    /// the other (the first filler writes the filler cache, the others
+    /// read it), gets the position the function gives it.
+    #[test]
+    fn closed_set_positions_are_the_stores_on_random_sets() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(19);
+        let (mut fillers, mut reserved, mut left) = (0, 0, 0);
+        for round in 0..2000 {
+            let n = rng.random_range(0..10_usize);
+            let mut closed = ZSet::default();
+            for member in tokens(n) {
+                let p = rng.random_range(0..=n + 1) as f64;
+                let score = match rng.random_range(0..7) {
+                    0 => p,
+                    1 => p + RESERVED,
+                    2 => RETURNEE + p + 0.5,
+                    3 => RETURNEE + p + 0.5 + RESERVED,
+                    4 => NEWCOMER,
+                    5 => NEWCOMER + RESERVED,
+                    _ => -1.0,
+                };
+                closed.add(score, &member);
+            }
+            let mut s = SimStore::new();
+            s.keys.insert(
+                set(9),
+                Entry {
+                    value: Value::Set(closed),
+                    expires_at: i64::MAX,
+                },
+            );
+            let entries = closed_set_positions(&zrange(&s, &set(9)));
+            assert_eq!(entries.len(), n);
+            for e in &entries {
+                fillers += usize::from(e.position.is_some_and(|p| f64::from(p) != e.score.floor()));
+                reserved += usize::from(e.kind == EntryKind::Reserved);
+                left += usize::from(e.kind == EntryKind::Left);
+                let sent = e.position.map_or("-1".to_owned(), |p| p.to_string());
+                let reply = register(&mut s, 10, 1, &e.member, &sent);
+                agrees(&entries, &e.member, &reply, &format!("round {round}"));
+            }
+            // Registrations in 10 write 10 and 11, never the closed 9.
+            assert_eq!(closed_set_positions(&zrange(&s, &set(9))), entries);
+        }
+        assert!(fillers > 1000 && reserved > 1000 && left > 1000);
+    }
+
+    /// [`closed_set_positions`] against the store on the sets a random
+    /// group writes: workers register (sending the last position they
+    /// learnt), miss registrations, leave gracefully and come back as new
+    /// incarnations; every registration's reply in `k` is what the function
+    /// reads of closed `k-1`.
+    #[test]
+    fn closed_set_positions_are_the_stores_on_sets_a_random_group_writes() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(15);
+        let mut s = SimStore::new();
+        let mut next = 0;
+        let mut fresh = || {
+            next += 1;
+            format!("{next:032x}")
+        };
+        // Each worker's token and the last position it learnt.
+        let mut workers: Vec<(String, i64)> = (0..6).map(|_| (fresh(), -1)).collect();
+        let (mut checked, mut kinds) = (0, std::collections::HashSet::new());
+        for k in 10..200 {
+            let entries = closed_set_positions(&zrange(&s, &set(k - 1)));
+            kinds.extend(entries.iter().map(|e| e.kind));
+            for (i, (token, sent)) in workers.iter_mut().enumerate() {
+                let roll = rng.random_range(0..100);
+                if roll < 20 {
+                    continue; // misses this registration
+                }
+                let reply = register(&mut s, k, 1 + i as i64, token, &sent.to_string());
+                agrees(&entries, token, &reply, &format!("k {k}"));
+                checked += 1;
+                if reply[0] >= 0 {
+                    *sent = reply[0];
+                }
+                if roll >= 95 {
+                    leave(&mut s, at(k, 200), k, token);
+                    *token = fresh();
+                    *sent = -1;
+                }
+            }
+        }
+        assert!(checked > 800, "{checked}");
+        assert_eq!(kinds.len(), 3, "{kinds:?}");
     }
 }

@@ -106,7 +106,10 @@ fn is_keeper(set: &[(f64, String)], rank: usize, sabotage: PositionSabotage) -> 
 /// (the script's: keepers first, then the fillers in order take the free
 /// positions ascending); under a sabotage member by member, through the
 /// sabotaged [`hole_filled`].
-fn filler_table(set: &[(f64, String)], sabotage: PositionSabotage) -> BTreeMap<String, usize> {
+pub(super) fn filler_table(
+    set: &[(f64, String)],
+    sabotage: PositionSabotage,
+) -> BTreeMap<String, usize> {
     let fillers = (0..set.len()).filter(|&r| !is_keeper(set, r, sabotage));
     if sabotage.fillers_ignore_keepers || sabotage.duplicates_keep {
         return fillers

@@ -257,7 +257,12 @@ struct OlderRead {
 
 /// The position `member` (with `score`) keeps in `set`, if it is a keeper
 /// there (rule 15), under `sabotage`.
-fn keeper_in(set: &ZSet, score: f64, member: &str, sabotage: PositionSabotage) -> Option<usize> {
+pub(super) fn keeper_in(
+    set: &ZSet,
+    score: f64,
+    member: &str,
+    sabotage: PositionSabotage,
+) -> Option<usize> {
     let p = carried(score, set.counted())?;
     let first = set
         .first_carrying(p as f64)
