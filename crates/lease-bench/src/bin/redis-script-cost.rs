@@ -145,10 +145,10 @@ fn run<A: AsRef<[u8]>>(conn: &mut Connection, args: &[A]) -> redis::Value {
 struct Member {
     /// Its registration score in the closed set of `k-1`.
     score: String,
-    /// Its last position (ARGV[6]).
+    /// Its last position (`ARGV[6]`).
     last: String,
     /// Its position in closed `k-2` and that set's size (revision 3,
-    /// ARGV[8] and ARGV[9]), or -1 twice.
+    /// `ARGV[8]` and `ARGV[9]`), or -1 twice.
     older: (String, String),
     /// Its position in `k-1`, as the reply must say.
     position: i64,
