@@ -1156,11 +1156,12 @@ fn the_searches_count_every_run() {
     assert!(run_counts(lost)[0][0][1] > run_counts(no_loss)[0][0][1]);
 }
 
-#[test]
-fn sticky_return_is_exclusive_in_every_fate_of_three_workers() {
+/// Every run of every shape, under today's rules and sticky return: the
+/// expected number of runs, none overlapping.
+fn assert_exclusive_in_every_run(shapes: impl IntoIterator<Item = Shape> + Clone) {
     let table = TaskTable::new();
     for rules in [TODAY, BUILT] {
-        for shape in searches() {
+        for shape in shapes.clone() {
             let (runs, violating) = search(rules, &table, shape, false);
             println!("{rules:?} {shape:?}: {violating} of {runs} runs overlap");
             assert_eq!(runs, run_counts(shape)[0][0][1]);
@@ -1173,19 +1174,13 @@ fn sticky_return_is_exclusive_in_every_fate_of_three_workers() {
 }
 
 #[test]
+fn sticky_return_is_exclusive_in_every_fate_of_three_workers() {
+    assert_exclusive_in_every_run(searches());
+}
+
+#[test]
 fn sticky_return_is_exclusive_after_a_failover_that_loses_writes() {
-    let table = TaskTable::new();
-    for rules in [TODAY, BUILT] {
-        for shape in lost_write_searches() {
-            let (runs, violating) = search(rules, &table, shape, false);
-            println!("{rules:?} {shape:?}: {violating} of {runs} runs overlap");
-            assert_eq!(runs, run_counts(shape)[0][0][1]);
-            assert_eq!(
-                violating, 0,
-                "{rules:?}: {violating} of {runs} runs overlap"
-            );
-        }
-    }
+    assert_exclusive_in_every_run(lost_write_searches());
 }
 
 /// With `LEASE_CONTROL_COUNTS=1` every control runs every search in full

@@ -556,8 +556,8 @@ impl Worker {
         let before = self.memory.before(&self.cfg, k);
         // Rule 19: p(k-2) from the server when the previous reply did not
         // say it, and the positions of closed k-2 this worker inherits.
-        let fresh = self.memory.previous.is_some();
-        let older = OlderFactor::of(&self.cfg, &c, before, self.memory.last_pair, fresh);
+        let seeded = self.memory.previous.is_some();
+        let older = OlderFactor::of(&self.cfg, &c, before, self.memory.last_pair, seeded);
         // Rule 10: after a backward step, only closed intervals newer than
         // every interval seen before it may certify a lease.
         let fresh = self.cfg.broken(NegativeControl::GrantOverReopenedIntervals)
