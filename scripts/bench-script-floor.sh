@@ -284,4 +284,55 @@ for r in $(seq "$rounds"); do
   python3 -c "import sys; t, f = map(float, sys.argv[2:]); print(f'| empty | {sys.argv[1]} | {t:.2f} | {f:.2f} | {f/t:.2f} |')" "$r" "$two" "$three"
 done
 echo
+# What each command costs a settled keeper (revision 3, once per member as
+# above): the commands a keeper runs, each on a line of its own, and the
+# same with one of them left out, in turns with the empty script; the cost
+# of a command is the median over the rounds (at least 5: a difference of
+# two noisy figures) of (all - all but it). The
+# reservation's line is its ZADD NX into k+1 and the ZCARD that follows a
+# ZADD that adds (every keeper's, in a settled group). This is the floor
+# the goals of docs/benchmarks.md are measured against: a goal of R x the
+# empty script leaves (R - 1) x the empty script for every command.
+keeper_commands=$(cat <<'LUA'
+local t = redis.call('TIME') --TIME
+local rules = redis.call('GET', KEYS[3]) --GET
+local n = redis.call('ZCOUNT', KEYS[2], 0, '+inf') --ZCOUNT
+local r = redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[6], ARGV[6] .. '.25', 'WITHSCORES') --ZRANGEBYSCORE
+local added = redis.call('ZADD', KEYS[1], ARGV[6], ARGV[5]) --ZADD
+if redis.call('ZADD', KEYS[6], 'NX', ARGV[6] .. '.25', ARGV[5]) == 1 then redis.call('ZCARD', KEYS[6]) end --reservation
+return {1, 0, 0, 0, -1, 0, -1, -1, -1}
+LUA
+)
+declare -A without
+for c in TIME GET ZCOUNT ZRANGEBYSCORE ZADD reservation; do
+  without[$c]=$(redis-cli -p "$port" script load "$(printf '%s\n' "$keeper_commands" | grep -v -- "--$c\$")")
+done
+all=$(redis-cli -p "$port" script load "$keeper_commands")
+echo "| a settled keeper's commands, once per member | round | empty µs/call | all µs/call | without TIME | without GET | without ZCOUNT | without ZRANGEBYSCORE | without ZADD | without the reservation |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+breakdown=()
+for r in $(seq "$(( rounds > 5 ? rounds : 5 ))"); do
+  line="$(once "$floor" keepers) $(once "$all" keepers)"
+  for c in TIME GET ZCOUNT ZRANGEBYSCORE ZADD reservation; do
+    line="$line $(once "${without[$c]}" keepers)"
+  done
+  breakdown+=("$line")
+  echo "| keepers | $r | ${line// / | } |"
+done
+echo
+printf '%s\n' "${breakdown[@]}" | python3 -c '
+import statistics, sys
+rows = [list(map(float, l.split())) for l in sys.stdin if l.strip()]
+names = ["TIME", "GET", "ZCOUNT", "ZRANGEBYSCORE", "ZADD of k", "the reservation (ZADD NX, ZCARD)"]
+empty = statistics.median(r[0] for r in rows)
+every = statistics.median(r[1] - r[0] for r in rows)
+print("| command | µs/call (median of all - without it) | × the empty script |")
+print("| --- | --- | --- |")
+for i, name in enumerate(names):
+    d = statistics.median(r[1] - r[2 + i] for r in rows)
+    print(f"| {name} | {d:.2f} | {d / empty:.2f} |")
+print(f"| every command (all - empty) | {every:.2f} | {every / empty:.2f} |")
+print(f"| the empty script | {empty:.2f} | 1.00 |")
+'
+echo
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $(redis-server --version | cut -d' ' -f3); tree $(git rev-parse --short HEAD)"
